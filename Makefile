@@ -1,0 +1,62 @@
+# slidepipe — the two commands a user needs: `make demo` and `make test`. Both install what is
+# missing first (scripts/bootstrap), so they work on a fresh Debian 12 machine.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+VENV       ?= .venv
+JOBS       ?= $(shell nproc)
+PYTHON     ?= python3
+FUZZ_SECONDS ?= 30
+
+.PHONY: all build demo test unit pytest asan fuzz fuzz-smoke bootstrap venv clean
+
+all: build
+
+bootstrap:
+	scripts/bootstrap
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The project's Python test oracles and peers, pinned (tests/requirements.txt).
+$(VENV)/.installed: tests/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: bootstrap build
+	scripts/demo $(BUILD)/slidepipe demo-out
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure
+
+pytest: build venv
+	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests
+
+$(ASAN_BUILD)/Makefile: CMakeLists.txt
+	CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLIDEPIPE_SANITIZE=ON
+
+asan: $(ASAN_BUILD)/Makefile
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+$(FUZZ_BUILD)/Makefile: CMakeLists.txt
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLIDEPIPE_SANITIZE=ON -DSLIDEPIPE_FUZZ=ON
+
+fuzz: $(FUZZ_BUILD)/Makefile
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# Each fuzz target for a short, bounded time from its seed corpus (CI runs this).
+fuzz-smoke: fuzz
+	scripts/fuzz-smoke $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# Everything: unit tests, the real-data and CLI suites, the same under ASan+UBSan, fuzz smoke.
+test: bootstrap build venv asan fuzz
+	scripts/run-tests $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(VENV) $(FUZZ_SECONDS)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) demo-out

@@ -1,0 +1,42 @@
+/* cli.h — what the slidepipe subcommands share: the exit-code contract, strict argument
+ * parsing, opening a slide with a one-line error, and atomic output files (PNG or raw RGBA). */
+#ifndef SP_CLI_H
+#define SP_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "slidepipe.h"
+
+enum { CLI_OK = 0, CLI_RUNTIME_ERROR = 1, CLI_USAGE_ERROR = 2, CLI_PARTIAL_FAILURE = 3 };
+
+/* Print "slidepipe: MESSAGE" as one line on stderr (newlines in MESSAGE become spaces) and
+ * return CLI_RUNTIME_ERROR. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print "slidepipe: MESSAGE" and the command's usage on stderr; return CLI_USAGE_ERROR. */
+int cli_usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse a whole decimal integer within [min, max]; false on anything else. */
+bool cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
+
+/* Open a slide, or print the one-line error and return NULL. */
+sp_slide *cli_open_slide(const char *path);
+
+/* Whether `path` ends with `ext` (case-insensitive, e.g. ".png"). */
+bool cli_has_extension(const char *path, const char *ext);
+
+/* Write width x height straight RGBA8 pixels (rows of `stride` bytes) as an RGBA PNG, or raw
+ * bytes when `raw`; written to a temporary file and renamed into place. Prints the error and
+ * returns false on failure. */
+bool cli_write_image(const char *path, const uint8_t *rgba, int64_t width, int64_t height,
+                     int64_t stride, bool raw);
+
+/* Subcommands: each takes argv from its own name on. */
+int cmd_info(int argc, char **argv);
+int cmd_region(int argc, char **argv);
+int cmd_thumbnail(int argc, char **argv);
+int cmd_associated(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+
+#endif

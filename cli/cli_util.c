@@ -1,0 +1,140 @@
+/* cli_util.c — shared helpers of the command-line front end (see cli.h). */
+#include <errno.h>
+#include <png.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static void print_one_line(const char *fmt, va_list ap) {
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    for (char *p = msg; *p; p++) {
+        if (*p == '\n' || *p == '\r') {
+            *p = ' ';
+        }
+    }
+    fprintf(stderr, "slidepipe: %s\n", msg);
+}
+
+int cli_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    print_one_line(fmt, ap);
+    va_end(ap);
+    return CLI_RUNTIME_ERROR;
+}
+
+int cli_usage_error(const char *usage, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    print_one_line(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "usage: %s\n", usage);
+    return CLI_USAGE_ERROR;
+}
+
+bool cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out) {
+    if (text == NULL || *text == '\0') {
+        return false;
+    }
+    errno = 0;
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+sp_slide *cli_open_slide(const char *path) {
+    sp_slide *slide = NULL;
+    char err[1024];
+    if (sp_slide_open(path, &slide, err, sizeof err) != SP_OK) {
+        cli_fail("%s", err);
+        return NULL;
+    }
+    return slide;
+}
+
+bool cli_has_extension(const char *path, const char *ext) {
+    size_t n = strlen(path), e = strlen(ext);
+    return n > e && strcasecmp(path + n - e, ext) == 0;
+}
+
+static bool write_png(FILE *f, const uint8_t *rgba, int64_t w, int64_t h, int64_t stride) {
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (info == NULL) {
+        png_destroy_write_struct(&png, NULL);
+        return false;
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        return false;
+    }
+    png_init_io(png, f);
+    png_set_compression_level(png, 3);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGBA,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int64_t y = 0; y < h; y++) {
+        png_write_row(png, (png_const_bytep)(rgba + y * stride));
+    }
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    return true;
+}
+
+bool cli_write_image(const char *path, const uint8_t *rgba, int64_t w, int64_t h, int64_t stride,
+                     bool raw) {
+    if (!raw && (w > 0x7fffffff || h > 0x7fffffff || w == 0 || h == 0)) {
+        cli_fail("%s: a PNG cannot hold %lldx%lld pixels", path, (long long)w, (long long)h);
+        return false;
+    }
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (tmp == NULL) {
+        cli_fail("out of memory");
+        return false;
+    }
+    snprintf(tmp, n + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (f == NULL) {
+        cli_fail("cannot create %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        free(tmp);
+        return false;
+    }
+    bool ok;
+    if (raw) {
+        ok = true;
+        for (int64_t y = 0; ok && y < h; y++) {
+            ok = fwrite(rgba + y * stride, 4, (size_t)w, f) == (size_t)w;
+        }
+    } else {
+        ok = write_png(f, rgba, w, h, stride);
+    }
+    ok = fflush(f) == 0 && ok;
+    int saved = errno;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) != 0) {
+        saved = errno;
+        ok = false;
+    }
+    if (!ok) {
+        unlink(tmp);
+        cli_fail("cannot write %s: %s", path, strerror(saved ? saved : EIO));
+    }
+    free(tmp);
+    return ok;
+}

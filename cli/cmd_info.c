@@ -1,0 +1,131 @@
+/* cmd_info.c — `slidepipe info SLIDE [--json]`: the slide's format, levels, resolution,
+ * associated images and properties, as text for people or as one JSON object (DESIGN.md's
+ * contract) for programs. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char USAGE[] = "slidepipe info SLIDE [--json]";
+
+/* A property as a JSON number when it parses as one, else null. */
+static cJSON *number_or_null(const sp_slide *slide, const char *key) {
+    const char *v = sp_slide_property_value(slide, key);
+    if (v != NULL) {
+        char *end;
+        double d = strtod(v, &end);
+        if (end != v && *end == '\0') {
+            return cJSON_CreateNumber(d);
+        }
+    }
+    return cJSON_CreateNull();
+}
+
+static int print_json(sp_slide *slide) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", sp_slide_format(slide));
+    cJSON *levels = cJSON_AddArrayToObject(root, "levels");
+    for (int32_t i = 0; i < sp_slide_level_count(slide); i++) {
+        int64_t w, h, tw, th;
+        double ds;
+        sp_slide_level_dimensions(slide, i, &w, &h);
+        sp_slide_level_tile_size(slide, i, &tw, &th);
+        sp_slide_level_downsample(slide, i, &ds);
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddNumberToObject(l, "width", (double)w);
+        cJSON_AddNumberToObject(l, "height", (double)h);
+        cJSON_AddNumberToObject(l, "downsample", ds);
+        cJSON_AddNumberToObject(l, "tile_width", (double)tw);
+        cJSON_AddNumberToObject(l, "tile_height", (double)th);
+        cJSON_AddStringToObject(l, "compression", sp_slide_level_compression(slide, i));
+        cJSON_AddItemToArray(levels, l);
+    }
+    cJSON_AddItemToObject(root, "mpp_x", number_or_null(slide, SP_PROPERTY_MPP_X));
+    cJSON_AddItemToObject(root, "mpp_y", number_or_null(slide, SP_PROPERTY_MPP_Y));
+    cJSON_AddItemToObject(root, "objective_power",
+                          number_or_null(slide, SP_PROPERTY_OBJECTIVE_POWER));
+    cJSON *assoc = cJSON_AddObjectToObject(root, "associated");
+    for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
+        const char *name = sp_slide_associated_name(slide, i);
+        int64_t w, h;
+        sp_slide_associated_dimensions(slide, name, &w, &h);
+        cJSON *a = cJSON_AddObjectToObject(assoc, name);
+        cJSON_AddNumberToObject(a, "width", (double)w);
+        cJSON_AddNumberToObject(a, "height", (double)h);
+    }
+    cJSON *props = cJSON_AddObjectToObject(root, "properties");
+    for (int32_t i = 0; i < sp_slide_property_count(slide); i++) {
+        const char *key = sp_slide_property_name(slide, i);
+        cJSON_AddStringToObject(props, key, sp_slide_property_value(slide, key));
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (text == NULL) {
+        return cli_fail("out of memory formatting JSON");
+    }
+    puts(text);
+    free(text);
+    return CLI_OK;
+}
+
+static void print_text(sp_slide *slide, const char *path) {
+    printf("%s\n  format: %s\n", path, sp_slide_format(slide));
+    const char *mx = sp_slide_property_value(slide, SP_PROPERTY_MPP_X);
+    const char *my = sp_slide_property_value(slide, SP_PROPERTY_MPP_Y);
+    const char *obj = sp_slide_property_value(slide, SP_PROPERTY_OBJECTIVE_POWER);
+    printf("  microns per pixel: %s x %s\n", mx ? mx : "unknown", my ? my : "unknown");
+    printf("  objective power: %s\n", obj ? obj : "unknown");
+    printf("  levels: %d\n", sp_slide_level_count(slide));
+    for (int32_t i = 0; i < sp_slide_level_count(slide); i++) {
+        int64_t w, h, tw, th;
+        double ds;
+        sp_slide_level_dimensions(slide, i, &w, &h);
+        sp_slide_level_tile_size(slide, i, &tw, &th);
+        sp_slide_level_downsample(slide, i, &ds);
+        printf("    %d: %lld x %lld  downsample %g  tiles %lld x %lld  %s\n", i, (long long)w,
+               (long long)h, ds, (long long)tw, (long long)th,
+               sp_slide_level_compression(slide, i));
+    }
+    printf("  associated images: %d\n", sp_slide_associated_count(slide));
+    for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
+        const char *name = sp_slide_associated_name(slide, i);
+        int64_t w, h;
+        sp_slide_associated_dimensions(slide, name, &w, &h);
+        printf("    %s: %lld x %lld\n", name, (long long)w, (long long)h);
+    }
+    printf("  properties: %d (--json lists them)\n", sp_slide_property_count(slide));
+}
+
+int cmd_info(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    bool json = false;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
+        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1) {
+        return cli_usage_error(USAGE, "expected exactly one SLIDE");
+    }
+    sp_slide *slide = cli_open_slide(argv[optind]);
+    if (slide == NULL) {
+        return CLI_RUNTIME_ERROR;
+    }
+    int rc = CLI_OK;
+    if (json) {
+        rc = print_json(slide);
+    } else {
+        print_text(slide, argv[optind]);
+    }
+    sp_slide_close(slide);
+    return rc;
+}

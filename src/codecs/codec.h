@@ -1,0 +1,59 @@
+/* codec.h — the tile codecs: each decodes one compressed chunk into a caller buffer.
+ *
+ * Every decoder treats its input as untrusted: it never reads past `in_len`, never writes past
+ * `out_len`, and reports malformed data as SP_E_CORRUPT with a message. None allocates more than
+ * a small, bounded working state.
+ */
+#ifndef SP_CODECS_CODEC_H
+#define SP_CODECS_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+/* The colour space of a JPEG stream's components, as the container declares it. */
+typedef enum sp_jpeg_space {
+    SP_JPEG_SPACE_AUTO = 0, /* let libjpeg decide from the stream's markers */
+    SP_JPEG_SPACE_RGB,      /* components are R, G, B: no colour conversion (Aperio) */
+    SP_JPEG_SPACE_YCBCR,    /* components are Y, Cb, Cr: convert to RGB */
+    SP_JPEG_SPACE_GREY,     /* one component */
+} sp_jpeg_space;
+
+/* Decode a JPEG stream into straight RGBA8 (alpha 255; grey is replicated into R, G, B).
+ * `tables` (may be NULL) is an abbreviated tables-only stream (TIFF JPEGTables) loaded first.
+ * The decoded image is written into the top-left of a `width` x `height` area of `rgba` (rows of
+ * `stride` bytes); a decoded image larger than the area is cropped, a smaller one leaves the
+ * rest untouched. Uses libjpeg's default (accurate integer) IDCT and fancy upsampling, as
+ * OpenSlide does, so pixels are identical. */
+sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *tables,
+                              size_t tables_len, sp_jpeg_space space, uint64_t width,
+                              uint64_t height, uint8_t *rgba, size_t stride, sp_err *err);
+
+/* Read a JPEG stream's dimensions and component count without decoding. */
+sp_status sp_jpeg_read_header(const uint8_t *data, size_t len, const uint8_t *tables,
+                              size_t tables_len, uint32_t *width, uint32_t *height,
+                              int *components, sp_err *err);
+
+/* TIFF LZW (MSB-first codes, early change). Writes at most out_len bytes; *written says how
+ * many. Output longer than out_len is cut (as libtiff does); a stream ending early is accepted
+ * and reported through *written. */
+sp_status sp_lzw_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
+                        size_t *written, sp_err *err);
+
+/* zlib-wrapped Deflate (TIFF compressions 8 and 32946) through libdeflate. */
+sp_status sp_deflate_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
+                            size_t *written, sp_err *err);
+
+/* Zstandard (TIFF compression 50000). */
+sp_status sp_zstd_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
+                         size_t *written, sp_err *err);
+
+/* Undo TIFF horizontal differencing (Predictor 2) in place on `rows` rows of `width` pixels of
+ * `samples` interleaved samples of `bits` (8 or 16) bits, stored in the file byte order
+ * (`big_endian` matters for 16-bit). Returns SP_E_UNSUPPORTED for other bit depths. */
+sp_status sp_predictor_undo(uint8_t *buf, size_t row_bytes, uint64_t width, uint64_t rows,
+                            unsigned samples, unsigned bits, bool big_endian, sp_err *err);
+
+#endif

@@ -1,0 +1,304 @@
+/* slide.c — opening and closing slides, and the public getters over levels, properties and
+ * associated images. Opening reads the first bytes through the byte source, parses the
+ * container it recognises, and hands the probe to the first format that detects it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/slide_internal.h"
+#include "formats/format.h"
+
+static sp_status open_probe(sp_slide *s, const char *path, sp_err *err) {
+    sp_status st = sp_source_open_file(path, &s->src, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    sp_probe probe = {.path = path, .src = s->src};
+    uint8_t head[8] = {0};
+    uint64_t size = sp_source_size(s->src);
+    size_t n = size < sizeof head ? (size_t)size : sizeof head;
+    st = sp_source_read(s->src, 0, head, n, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    if (sp_tiff_magic(head, n)) {
+        st = sp_tiff_open(s->src, &s->limits, &probe.tiff, err);
+        if (st != SP_OK) {
+            return st;
+        }
+    }
+    st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: not a recognised slide format", path);
+    for (const sp_format *const *f = sp_formats; *f != NULL; f++) {
+        if ((*f)->detect(&probe)) {
+            sp_err_clear(err);
+            s->format = (*f)->name;
+            st = (*f)->open(s, &probe, err);
+            break;
+        }
+    }
+    sp_tiff_close(probe.tiff); /* NULL when a format took it over */
+    if (st == SP_OK && s->n_levels == 0) {
+        st = sp_err_set(err, SP_E_CORRUPT, "%s: the slide has no readable levels", path);
+    }
+    return st;
+}
+
+sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_slide **out,
+                             char *errbuf, size_t err_len) {
+    sp_err err = {0};
+    if (out == NULL || path == NULL) {
+        sp_err_set(&err, SP_E_INVALID_ARG, "sp_slide_open: null argument");
+        sp_err_copy_out(&err, errbuf, err_len);
+        return SP_E_INVALID_ARG;
+    }
+    *out = NULL;
+    sp_slide *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        sp_err_set(&err, SP_E_NOMEM, "out of memory");
+        sp_err_copy_out(&err, errbuf, err_len);
+        return SP_E_NOMEM;
+    }
+    pthread_mutex_init(&s->error_lock, NULL);
+    if (options != NULL) {
+        s->limits = *sp_options_limits(options);
+    } else {
+        sp_limits_default(&s->limits);
+    }
+    s->background[0] = s->background[1] = s->background[2] = 255;
+    sp_status st = open_probe(s, path, &err);
+    if (st == SP_OK) {
+        sp_slide_finish_levels(s);
+        st = sp_props_set(&s->props, SP_PROPERTY_VENDOR, s->format, &err);
+        sp_props_finish(&s->props);
+    }
+    if (st != SP_OK) {
+        sp_err_copy_out(&err, errbuf, err_len);
+        sp_slide_close(s);
+        return st;
+    }
+    *out = s;
+    return SP_OK;
+}
+
+sp_status sp_slide_open(const char *path, sp_slide **out, char *err, size_t err_len) {
+    return sp_slide_open_with(path, NULL, out, err, err_len);
+}
+
+void sp_slide_close(sp_slide *s) {
+    if (s == NULL) {
+        return;
+    }
+    if (s->ops != NULL && s->ops->destroy != NULL) {
+        s->ops->destroy(s);
+    }
+    for (int32_t i = 0; i < s->n_associated; i++) {
+        free(s->associated[i].name);
+    }
+    free(s->associated);
+    free(s->levels);
+    sp_props_free(&s->props);
+    sp_source_close(s->src);
+    free(s->sticky_message);
+    pthread_mutex_destroy(&s->error_lock);
+    free(s);
+}
+
+const char *sp_slide_error(const sp_slide *s) {
+    if (s == NULL) {
+        return "null slide";
+    }
+    sp_slide *m = (sp_slide *)s;
+    pthread_mutex_lock(&m->error_lock);
+    const char *msg = m->sticky_message;
+    pthread_mutex_unlock(&m->error_lock);
+    return msg;
+}
+
+void sp_slide_record_error(sp_slide *s, const sp_err *err) {
+    switch (err->status) {
+    case SP_OK:
+    case SP_E_INVALID_ARG:
+    case SP_E_NOT_FOUND:
+        return; /* caller mistakes do not poison the handle */
+    default:
+        break;
+    }
+    pthread_mutex_lock(&s->error_lock);
+    if (s->sticky == SP_OK) {
+        s->sticky = err->status;
+        s->sticky_message = strdup(err->msg[0] ? err->msg : sp_status_str(err->status));
+    }
+    pthread_mutex_unlock(&s->error_lock);
+}
+
+sp_status sp_slide_add_level(sp_slide *s, const sp_level *level, sp_err *err) {
+    sp_level *grown = realloc(s->levels, (size_t)(s->n_levels + 1) * sizeof *grown);
+    if (grown == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory adding a level");
+    }
+    s->levels = grown;
+    sp_level *l = &s->levels[s->n_levels++];
+    *l = *level;
+    l->tiles_across = (l->width + l->tile_width - 1) / l->tile_width;
+    l->tiles_down = (l->height + l->tile_height - 1) / l->tile_height;
+    return SP_OK;
+}
+
+sp_status sp_slide_add_associated(sp_slide *s, const char *name, int64_t width, int64_t height,
+                                  const void *priv, sp_err *err) {
+    for (int32_t i = 0; i < s->n_associated; i++) {
+        if (strcmp(s->associated[i].name, name) == 0) {
+            return SP_OK; /* keep the first of duplicate names */
+        }
+    }
+    sp_associated *grown = realloc(s->associated, (size_t)(s->n_associated + 1) * sizeof *grown);
+    if (grown == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory adding an associated image");
+    }
+    s->associated = grown;
+    char *copy = strdup(name);
+    if (copy == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory adding an associated image");
+    }
+    s->associated[s->n_associated++] = (sp_associated){copy, width, height, priv};
+    return SP_OK;
+}
+
+static int level_cmp(const void *a, const void *b) {
+    const sp_level *x = a, *y = b;
+    return (x->width < y->width) - (x->width > y->width);
+}
+
+static int assoc_cmp(const void *a, const void *b) {
+    return strcmp(((const sp_associated *)a)->name, ((const sp_associated *)b)->name);
+}
+
+void sp_slide_finish_levels(sp_slide *s) {
+    if (s->n_levels > 1) {
+        qsort(s->levels, (size_t)s->n_levels, sizeof *s->levels, level_cmp);
+    }
+    for (int32_t i = 0; i < s->n_levels; i++) {
+        sp_level *l = &s->levels[i];
+        l->downsample = i == 0 ? 1.0
+                               : ((double)s->levels[0].width / (double)l->width +
+                                  (double)s->levels[0].height / (double)l->height) /
+                                     2.0;
+    }
+    if (s->n_associated > 1) {
+        qsort(s->associated, (size_t)s->n_associated, sizeof *s->associated, assoc_cmp);
+    }
+}
+
+void sp_format_double(double value, char *buf, size_t len) {
+    if (value == (double)(int64_t)value && value > -1e15 && value < 1e15) {
+        snprintf(buf, len, "%lld", (long long)value);
+        return;
+    }
+    for (int precision = 1; precision <= 17; precision++) {
+        snprintf(buf, len, "%.*g", precision, value);
+        if (strtod(buf, NULL) == value) {
+            return;
+        }
+    }
+}
+
+/* ---- getters ---- */
+
+static const sp_level *level_at(const sp_slide *s, int32_t level) {
+    if (s == NULL || level < 0 || level >= s->n_levels) {
+        return NULL;
+    }
+    return &s->levels[level];
+}
+
+const char *sp_slide_format(const sp_slide *s) { return s ? s->format : NULL; }
+
+int32_t sp_slide_level_count(const sp_slide *s) { return s ? s->n_levels : 0; }
+
+sp_status sp_slide_level_dimensions(const sp_slide *s, int32_t level, int64_t *w, int64_t *h) {
+    const sp_level *l = level_at(s, level);
+    if (l == NULL || w == NULL || h == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    *w = l->width;
+    *h = l->height;
+    return SP_OK;
+}
+
+sp_status sp_slide_level_downsample(const sp_slide *s, int32_t level, double *downsample) {
+    const sp_level *l = level_at(s, level);
+    if (l == NULL || downsample == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    *downsample = l->downsample;
+    return SP_OK;
+}
+
+sp_status sp_slide_level_tile_size(const sp_slide *s, int32_t level, int64_t *tw, int64_t *th) {
+    const sp_level *l = level_at(s, level);
+    if (l == NULL || tw == NULL || th == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    *tw = l->tile_width;
+    *th = l->tile_height;
+    return SP_OK;
+}
+
+const char *sp_slide_level_compression(const sp_slide *s, int32_t level) {
+    const sp_level *l = level_at(s, level);
+    return l ? l->compression : NULL;
+}
+
+int32_t sp_slide_best_level_for_downsample(const sp_slide *s, double downsample) {
+    if (s == NULL || s->n_levels == 0 || !(downsample >= 1.0)) {
+        return 0;
+    }
+    int32_t best = 0;
+    for (int32_t i = 1; i < s->n_levels; i++) {
+        if (s->levels[i].downsample <= downsample) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+int32_t sp_slide_property_count(const sp_slide *s) { return s ? s->props.count : 0; }
+
+const char *sp_slide_property_name(const sp_slide *s, int32_t index) {
+    if (s == NULL || index < 0 || index >= s->props.count) {
+        return NULL;
+    }
+    return s->props.items[index].key;
+}
+
+const char *sp_slide_property_value(const sp_slide *s, const char *name) {
+    if (s == NULL || name == NULL) {
+        return NULL;
+    }
+    return sp_props_get(&s->props, name);
+}
+
+int32_t sp_slide_associated_count(const sp_slide *s) { return s ? s->n_associated : 0; }
+
+const char *sp_slide_associated_name(const sp_slide *s, int32_t index) {
+    if (s == NULL || index < 0 || index >= s->n_associated) {
+        return NULL;
+    }
+    return s->associated[index].name;
+}
+
+sp_status sp_slide_associated_dimensions(const sp_slide *s, const char *name, int64_t *w,
+                                         int64_t *h) {
+    if (s == NULL || name == NULL || w == NULL || h == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    for (int32_t i = 0; i < s->n_associated; i++) {
+        if (strcmp(s->associated[i].name, name) == 0) {
+            *w = s->associated[i].width;
+            *h = s->associated[i].height;
+            return SP_OK;
+        }
+    }
+    return SP_E_NOT_FOUND;
+}

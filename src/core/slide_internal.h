@@ -1,0 +1,80 @@
+/* slide_internal.h — what an open slide is inside: levels, associated images, properties, and
+ * the table of operations its format provides.
+ *
+ * A format's open() fills these fields; everything generic (argument checks, the region painter,
+ * the sticky error, properties) lives in src/core and is written once for all formats.
+ */
+#ifndef SP_CORE_SLIDE_INTERNAL_H
+#define SP_CORE_SLIDE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/limits.h"
+#include "core/props.h"
+#include "io/source.h"
+#include "slidepipe.h"
+
+typedef struct sp_level {
+    int64_t width, height;
+    double downsample;
+    int64_t tile_width, tile_height;
+    int64_t tiles_across, tiles_down;
+    const char *compression; /* static string */
+    const void *priv;        /* the format's per-level data (e.g. its TIFF directory) */
+} sp_level;
+
+typedef struct sp_associated {
+    char *name;
+    int64_t width, height;
+    const void *priv;
+} sp_associated;
+
+typedef struct sp_slide_ops {
+    /* Decode tile (col, row) of `level` into `rgba` (tile_width x tile_height straight RGBA8,
+     * rows of `stride` bytes). A missing tile is all zero. Must be thread-safe. */
+    sp_status (*read_tile)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                           uint8_t *rgba, uint64_t stride, sp_err *err);
+    /* Decode a whole associated image (width x height RGBA8, rows of `stride` bytes). */
+    sp_status (*read_associated)(sp_slide *slide, const sp_associated *image, uint8_t *rgba,
+                                 uint64_t stride, sp_err *err);
+    /* Free the format's private data (slide->priv); may be NULL. */
+    void (*destroy)(sp_slide *slide);
+} sp_slide_ops;
+
+struct sp_slide {
+    sp_limits limits;
+    sp_source *src;        /* owned */
+    void *container;       /* owned by the format (e.g. sp_tiff), freed in ops->destroy */
+    const char *format;    /* static name */
+    const sp_slide_ops *ops;
+    void *priv;
+
+    int32_t n_levels;
+    sp_level *levels;
+    int32_t n_associated;
+    sp_associated *associated;
+    sp_props props;
+    uint8_t background[3];
+
+    pthread_mutex_t error_lock;
+    sp_status sticky;      /* SP_OK until the first data error */
+    char *sticky_message;
+};
+
+/* Append a level / an associated image (the name is copied). */
+sp_status sp_slide_add_level(sp_slide *slide, const sp_level *level, sp_err *err);
+sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t width,
+                                  int64_t height, const void *priv, sp_err *err);
+
+/* Sort levels by width, largest first, and set each downsample as OpenSlide does. */
+void sp_slide_finish_levels(sp_slide *slide);
+
+/* Record a data error on the slide if none is recorded yet (thread-safe). */
+void sp_slide_record_error(sp_slide *slide, const sp_err *err);
+
+/* Format a double the shortest way that reads back exactly ("0.499", not "0.49899999"). */
+void sp_format_double(double value, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,33 @@
+/* format.h — the slide-format registry: each format is one file exporting {name, detect, open}.
+ *
+ * The core opens the byte source, parses the container when it recognises one (TIFF now; DICOM,
+ * Zarr later), then offers the probe to each format in registry order; the first whose detect()
+ * accepts it opens the slide. A new format touches its own file and one line of registry.c.
+ */
+#ifndef SP_FORMATS_FORMAT_H
+#define SP_FORMATS_FORMAT_H
+
+#include <stdbool.h>
+
+#include "core/slide_internal.h"
+#include "tiff/tiff.h"
+
+typedef struct sp_probe {
+    const char *path;
+    sp_source *src;  /* the opened file */
+    sp_tiff *tiff;   /* parsed TIFF structure, or NULL when the file is not a TIFF */
+} sp_probe;
+
+typedef struct sp_format {
+    const char *name;
+    bool (*detect)(const sp_probe *probe);
+    /* Fill the slide's levels, associated images, properties and ops. On success the format may
+     * take ownership of probe->tiff by moving it into slide->container (and setting the probe's
+     * pointer to NULL through the non-const probe the core passes). */
+    sp_status (*open)(sp_slide *slide, sp_probe *probe, sp_err *err);
+} sp_format;
+
+/* The registry, NULL-terminated, most specific format first. */
+extern const sp_format *const sp_formats[];
+
+#endif

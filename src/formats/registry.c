@@ -1,0 +1,11 @@
+/* registry.c — the list of slide formats, most specific first (a vendor TIFF before generic). */
+#include "formats/format.h"
+
+extern const sp_format sp_format_aperio;
+extern const sp_format sp_format_generic_tiff;
+
+const sp_format *const sp_formats[] = {
+    &sp_format_aperio,
+    &sp_format_generic_tiff,
+    NULL,
+};

@@ -1,0 +1,116 @@
+/* tiff_slide.c — the shared machinery of TIFF-based formats (see tiff_slide.h). */
+#include "formats/tiff_slide.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static sp_status tiff_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                                uint8_t *rgba, uint64_t stride, sp_err *err) {
+    const sp_tiff_dir *d = l->priv;
+    uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
+    return sp_tiff_decode_chunk(s->container, d, index, rgba, stride, err);
+}
+
+static sp_status tiff_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
+                                      uint64_t stride, sp_err *err) {
+    return sp_tiff_decode_image(s->container, a->priv, rgba, stride, err);
+}
+
+static void tiff_destroy(sp_slide *s) {
+    sp_tiff_close(s->container);
+    s->container = NULL;
+}
+
+const sp_slide_ops sp_tiff_slide_ops = {tiff_read_tile, tiff_read_associated, tiff_destroy};
+
+void sp_tiff_slide_adopt(sp_slide *s, sp_probe *probe) {
+    s->container = probe->tiff;
+    probe->tiff = NULL;
+    s->ops = &sp_tiff_slide_ops;
+}
+
+sp_status sp_tiff_slide_add_level(sp_slide *s, const sp_tiff_dir *d, sp_err *err) {
+    sp_status st = sp_tiff_check_decodable(s->container, d, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    sp_level l = {
+        .width = (int64_t)d->width,
+        .height = (int64_t)d->height,
+        .tile_width = (int64_t)d->chunk_width,
+        .tile_height = (int64_t)d->chunk_height,
+        .compression = sp_tiff_compression_name(d->compression),
+        .priv = d,
+    };
+    return sp_slide_add_level(s, &l, err);
+}
+
+sp_status sp_tiff_slide_add_associated(sp_slide *s, const char *name, const sp_tiff_dir *d,
+                                       sp_err *err) {
+    sp_err ignored = {0};
+    if (sp_tiff_check_decodable(s->container, d, &ignored) != SP_OK) {
+        return SP_OK;
+    }
+    return sp_slide_add_associated(s, name, (int64_t)d->width, (int64_t)d->height, d, err);
+}
+
+static sp_status add_string_tag(sp_slide *s, const sp_tiff_dir *d, uint16_t tag, const char *key,
+                                sp_err *err) {
+    const char *v = sp_tiff_entry_string(sp_tiff_find(d, tag));
+    return v ? sp_props_set(&s->props, key, v, err) : SP_OK;
+}
+
+static sp_status add_double_prop(sp_slide *s, const char *key, double v, sp_err *err) {
+    char buf[64];
+    sp_format_double(v, buf, sizeof buf);
+    return sp_props_set(&s->props, key, buf, err);
+}
+
+sp_status sp_tiff_slide_add_properties(sp_slide *s, const sp_tiff_dir *d, bool mpp_from_resolution,
+                                       sp_err *err) {
+    static const struct {
+        uint16_t tag;
+        const char *key;
+    } strings[] = {
+        {SP_TAG_IMAGE_DESCRIPTION, "tiff.ImageDescription"},
+        {SP_TAG_MAKE, "tiff.Make"},
+        {SP_TAG_MODEL, "tiff.Model"},
+        {SP_TAG_SOFTWARE, "tiff.Software"},
+        {SP_TAG_DATE_TIME, "tiff.DateTime"},
+        {SP_TAG_ARTIST, "tiff.Artist"},
+        {SP_TAG_HOST_COMPUTER, "tiff.HostComputer"},
+        {SP_TAG_COPYRIGHT, "tiff.Copyright"},
+    };
+    const sp_tiff *t = s->container;
+    sp_status st = SP_OK;
+    for (size_t i = 0; st == SP_OK && i < sizeof strings / sizeof strings[0]; i++) {
+        st = add_string_tag(s, d, strings[i].tag, strings[i].key, err);
+    }
+    double xres = 0, yres = 0;
+    bool has_x = sp_tiff_entry_double(t, sp_tiff_find(d, SP_TAG_X_RESOLUTION), 0, &xres);
+    bool has_y = sp_tiff_entry_double(t, sp_tiff_find(d, SP_TAG_Y_RESOLUTION), 0, &yres);
+    if (st == SP_OK && has_x) {
+        st = add_double_prop(s, "tiff.XResolution", xres, err);
+    }
+    if (st == SP_OK && has_y) {
+        st = add_double_prop(s, "tiff.YResolution", yres, err);
+    }
+    uint64_t unit = 2; /* TIFF default: inch */
+    const sp_tiff_entry *ue = sp_tiff_find(d, SP_TAG_RESOLUTION_UNIT);
+    if (ue != NULL && !sp_tiff_entry_uint(t, ue, 0, &unit)) {
+        unit = 0;
+    }
+    if (st == SP_OK && ue != NULL) {
+        const char *name = unit == 1 ? "none" : unit == 2 ? "inch" : unit == 3 ? "centimeter"
+                                                                               : "unknown";
+        st = sp_props_set(&s->props, "tiff.ResolutionUnit", name, err);
+    }
+    double microns = unit == 2 ? 25400.0 : unit == 3 ? 10000.0 : 0.0;
+    if (st == SP_OK && mpp_from_resolution && microns > 0 && has_x && has_y && xres > 0 && yres > 0) {
+        st = add_double_prop(s, SP_PROPERTY_MPP_X, microns / xres, err);
+        if (st == SP_OK) {
+            st = add_double_prop(s, SP_PROPERTY_MPP_Y, microns / yres, err);
+        }
+    }
+    return st;
+}

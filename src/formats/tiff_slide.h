@@ -1,0 +1,30 @@
+/* tiff_slide.h — what every TIFF-based format shares: a level is one TIFF directory, an
+ * associated image is one directory decoded whole, and the baseline TIFF tags become "tiff.*"
+ * properties with the resolution giving the microns per pixel. */
+#ifndef SP_FORMATS_TIFF_SLIDE_H
+#define SP_FORMATS_TIFF_SLIDE_H
+
+#include "formats/format.h"
+
+/* The ops for a slide whose levels and associated images are TIFF directories of the sp_tiff in
+ * slide->container. */
+extern const sp_slide_ops sp_tiff_slide_ops;
+
+/* Take over the probe's parsed TIFF and install sp_tiff_slide_ops. */
+void sp_tiff_slide_adopt(sp_slide *slide, sp_probe *probe);
+
+/* Add directory `dir` as a level (it must be decodable). */
+sp_status sp_tiff_slide_add_level(sp_slide *slide, const sp_tiff_dir *dir, sp_err *err);
+
+/* Add directory `dir` as associated image `name`; a directory that cannot be decoded is skipped
+ * (the slide still opens, as in OpenSlide). */
+sp_status sp_tiff_slide_add_associated(sp_slide *slide, const char *name, const sp_tiff_dir *dir,
+                                       sp_err *err);
+
+/* Store tiff.ImageDescription, tiff.Software, ... of `dir`; with `mpp_from_resolution`, also
+ * slidepipe.mpp-x/y from its resolution tags (inch or centimetre units) when present. Vendor
+ * formats whose resolution tags are unreliable pass false and set the MPP themselves. */
+sp_status sp_tiff_slide_add_properties(sp_slide *slide, const sp_tiff_dir *dir,
+                                       bool mpp_from_resolution, sp_err *err);
+
+#endif

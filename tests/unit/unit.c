@@ -1,0 +1,22 @@
+/* unit.c — the harness main for every unit-test binary (see unit.h). */
+#include "unit.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+int unit_passed, unit_failed;
+
+const char *unit_testdata(void) {
+    const char *dir = getenv("SP_TESTDATA");
+    struct stat st;
+    if (dir == NULL || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return NULL;
+    }
+    return dir;
+}
+
+int main(void) {
+    unit_run();
+    printf("%d passed, %d failed\n", unit_passed, unit_failed);
+    return unit_failed ? 1 : 0;
+}
