@@ -10,17 +10,16 @@
 #include "formats/format.h"
 
 static sp_status open_probe(sp_slide *s, const char *path, sp_err *err) {
-    sp_status st = sp_source_open_file(path, &s->src, err);
-    if (st != SP_OK) {
-        return st;
-    }
     sp_probe probe = {.path = path, .src = s->src};
     uint8_t head[8] = {0};
     uint64_t size = sp_source_size(s->src);
     size_t n = size < sizeof head ? (size_t)size : sizeof head;
-    st = sp_source_read(s->src, 0, head, n, err);
+    sp_status st = sp_source_read(s->src, 0, head, n, err);
     if (st != SP_OK) {
         return st;
+    }
+    if (n == 0) {
+        return sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: empty file", path);
     }
     if (sp_tiff_magic(head, n)) {
         st = sp_tiff_open(s->src, &s->limits, &probe.tiff, err);
@@ -28,7 +27,14 @@ static sp_status open_probe(sp_slide *s, const char *path, sp_err *err) {
             return st;
         }
     }
-    st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: not a recognised slide format", path);
+    if (probe.tiff != NULL) {
+        st = sp_err_set(err, SP_E_UNSUPPORTED,
+                        "%s: a TIFF file but not a slide format slidepipe reads (its first image "
+                        "is not tiled)",
+                        path);
+    } else {
+        st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: not a recognised slide format", path);
+    }
     for (const sp_format *const *f = sp_formats; *f != NULL; f++) {
         if ((*f)->detect(&probe)) {
             sp_err_clear(err);
@@ -44,41 +50,65 @@ static sp_status open_probe(sp_slide *s, const char *path, sp_err *err) {
     return st;
 }
 
-sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_slide **out,
-                             char *errbuf, size_t err_len) {
-    sp_err err = {0};
-    if (out == NULL || path == NULL) {
-        sp_err_set(&err, SP_E_INVALID_ARG, "sp_slide_open: null argument");
-        sp_err_copy_out(&err, errbuf, err_len);
-        return SP_E_INVALID_ARG;
-    }
+sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
+                               sp_slide **out, sp_err *err) {
     *out = NULL;
     sp_slide *s = calloc(1, sizeof *s);
     if (s == NULL) {
-        sp_err_set(&err, SP_E_NOMEM, "out of memory");
-        sp_err_copy_out(&err, errbuf, err_len);
-        return SP_E_NOMEM;
+        sp_source_close(src);
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
     pthread_mutex_init(&s->error_lock, NULL);
-    if (options != NULL) {
-        s->limits = *sp_options_limits(options);
-    } else {
-        sp_limits_default(&s->limits);
-    }
+    s->limits = *limits;
+    s->src = src;
     s->background[0] = s->background[1] = s->background[2] = 255;
-    sp_status st = open_probe(s, path, &err);
+    sp_status st = open_probe(s, name, err);
     if (st == SP_OK) {
         sp_slide_finish_levels(s);
-        st = sp_props_set(&s->props, SP_PROPERTY_VENDOR, s->format, &err);
+        st = sp_props_set(&s->props, SP_PROPERTY_VENDOR, s->format, err);
         sp_props_finish(&s->props);
     }
     if (st != SP_OK) {
-        sp_err_copy_out(&err, errbuf, err_len);
         sp_slide_close(s);
+        /* Name the file in messages that come from deep inside a container or codec. */
+        size_t n = strlen(name);
+        if (err != NULL && strncmp(err->msg, name, n) != 0) {
+            char msg[SP_ERR_MSG_MAX * 2];
+            snprintf(msg, sizeof msg, "%s: %s", name, err->msg);
+            size_t m = strlen(msg) < sizeof err->msg - 1 ? strlen(msg) : sizeof err->msg - 1;
+            memcpy(err->msg, msg, m);
+            err->msg[m] = '\0';
+        }
         return st;
     }
     *out = s;
     return SP_OK;
+}
+
+sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_slide **out,
+                             char *errbuf, size_t err_len) {
+    sp_err err = {0};
+    sp_status st;
+    if (out == NULL || path == NULL) {
+        st = sp_err_set(&err, SP_E_INVALID_ARG, "sp_slide_open: null argument");
+    } else {
+        *out = NULL;
+        sp_limits limits;
+        if (options != NULL) {
+            limits = *sp_options_limits(options);
+        } else {
+            sp_limits_default(&limits);
+        }
+        sp_source *src = NULL;
+        st = sp_source_open_file(path, &src, &err);
+        if (st == SP_OK) {
+            st = sp_slide_open_source(src, path, &limits, out, &err);
+        }
+    }
+    if (st != SP_OK) {
+        sp_err_copy_out(&err, errbuf, err_len);
+    }
+    return st;
 }
 
 sp_status sp_slide_open(const char *path, sp_slide **out, char *err, size_t err_len) {

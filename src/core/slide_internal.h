@@ -63,6 +63,11 @@ struct sp_slide {
     char *sticky_message;
 };
 
+/* Open a slide over an already opened byte source (taken over, closed on failure too); `name`
+ * labels messages. sp_slide_open_with is this over a file; tests and fuzz targets use memory. */
+sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
+                               sp_slide **out, sp_err *err);
+
 /* Append a level / an associated image (the name is copied). */
 sp_status sp_slide_add_level(sp_slide *slide, const sp_level *level, sp_err *err);
 sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t width,

@@ -29,6 +29,9 @@ extern int unit_passed, unit_failed;
         }                                                                                   \
     } while (0)
 
+/* Mark the whole binary skipped, printing why; ctest reports it as skipped (exit code 77). */
+void unit_skip(const char *why);
+
 /* Run every test function; defined by each test file. */
 void unit_run(void);
 
