@@ -36,6 +36,13 @@ sp_status sp_jpeg_read_header(const uint8_t *data, size_t len, const uint8_t *ta
                               size_t tables_len, uint32_t *width, uint32_t *height,
                               int *components, sp_err *err);
 
+/* Decode a JPEG 2000 codestream (or JP2 file) into straight RGBA8, like sp_jpeg_decode_rgba.
+ * `space` YCBCR converts YCbCr components to RGB (Aperio 33003); RGB and AUTO copy components
+ * (Aperio 33005; a multiple-component transform is undone by OpenJPEG). An image larger than
+ * the width x height area is refused before decoding; 1 to 4 components of up to 8 bits. */
+sp_status sp_j2k_decode_rgba(const uint8_t *data, size_t len, sp_jpeg_space space, uint64_t width,
+                             uint64_t height, uint8_t *rgba, size_t stride, sp_err *err);
+
 /* TIFF LZW (MSB-first codes, early change). Writes at most out_len bytes; *written says how
  * many. Output longer than out_len is cut (as libtiff does); a stream ending early is accepted
  * and reported through *written. */

@@ -12,6 +12,17 @@
 #include "codecs/codec.h"
 #include "tiff/tiff.h"
 
+static bool is_j2k(uint16_t compression) {
+    return compression == SP_COMPRESSION_APERIO_J2K_YCBCR ||
+           compression == SP_COMPRESSION_APERIO_J2K_RGB || compression == SP_COMPRESSION_J2K;
+}
+
+/* JPEG 2000 tiles carry their own structure; only 8-bit grey or colour is read. */
+static bool spp_is_colour_or_grey(const sp_tiff_dir *d) {
+    return d->bits_per_sample == 8 && (d->planar_config == 1 || d->samples_per_pixel == 1) &&
+           d->samples_per_pixel >= 1 && d->samples_per_pixel <= 4;
+}
+
 sp_status sp_tiff_check_decodable(const sp_tiff *tiff, const sp_tiff_dir *d, sp_err *err) {
     (void)tiff;
     unsigned long long off = (unsigned long long)d->offset;
@@ -26,6 +37,15 @@ sp_status sp_tiff_check_decodable(const sp_tiff *tiff, const sp_tiff_dir *d, sp_
     case SP_COMPRESSION_DEFLATE:
     case SP_COMPRESSION_ZSTD:
         break;
+    case SP_COMPRESSION_APERIO_J2K_YCBCR:
+    case SP_COMPRESSION_APERIO_J2K_RGB:
+    case SP_COMPRESSION_J2K:
+        if (spp_is_colour_or_grey(d)) {
+            return SP_OK;
+        }
+        return sp_err_set(err, SP_E_UNSUPPORTED,
+                          "unsupported JPEG 2000 TIFF layout: %u samples per pixel, %u bits",
+                          d->samples_per_pixel, d->bits_per_sample);
     default:
         return sp_err_set(err, SP_E_UNSUPPORTED, "unsupported TIFF compression %u (%s)",
                           d->compression, sp_tiff_compression_name(d->compression));
@@ -139,6 +159,12 @@ static sp_status decompress(const sp_tiff_dir *d, const uint8_t *in, size_t in_l
 }
 
 static sp_jpeg_space jpeg_space(const sp_tiff_dir *d) {
+    if (d->compression == SP_COMPRESSION_APERIO_J2K_YCBCR) {
+        return SP_JPEG_SPACE_YCBCR;
+    }
+    if (d->compression == SP_COMPRESSION_APERIO_J2K_RGB) {
+        return SP_JPEG_SPACE_RGB;
+    }
     switch (d->photometric) {
     case SP_PHOTOMETRIC_YCBCR: return SP_JPEG_SPACE_YCBCR;
     case SP_PHOTOMETRIC_RGB: return SP_JPEG_SPACE_RGB;
@@ -169,7 +195,10 @@ sp_status sp_tiff_decode_chunk(const sp_tiff *tiff, const sp_tiff_dir *d, uint64
         st = sp_source_read(tiff->src, offset, data, (size_t)length, err);
     }
     uint64_t rows = chunk_rows(d, index);
-    if (st == SP_OK && d->compression == SP_COMPRESSION_JPEG) {
+    if (st == SP_OK && is_j2k(d->compression)) {
+        st = sp_j2k_decode_rgba(data, (size_t)length, jpeg_space(d), d->chunk_width, rows, rgba,
+                                (size_t)stride, err);
+    } else if (st == SP_OK && d->compression == SP_COMPRESSION_JPEG) {
         st = sp_jpeg_decode_rgba(data, (size_t)length, d->jpeg_tables, (size_t)d->jpeg_tables_len,
                                  jpeg_space(d), d->chunk_width, rows, rgba, (size_t)stride, err);
         if (st == SP_OK && d->photometric == SP_PHOTOMETRIC_MINISWHITE) {
