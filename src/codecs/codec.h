@@ -1,8 +1,11 @@
 /* codec.h — the tile codecs: each decodes one compressed chunk into a caller buffer.
  *
  * Every decoder treats its input as untrusted: it never reads past `in_len`, never writes past
- * `out_len`, and reports malformed data as SP_E_CORRUPT with a message. None allocates more than
- * a small, bounded working state.
+ * `out_len`, and reports malformed data as SP_E_CORRUPT with a message. Working memory is
+ * bounded: small for the byte codecs; for JPEG, libjpeg's buffers (progressive streams need a
+ * whole-image coefficient buffer) are capped at 512 MiB (SP_E_LIMIT beyond); JPEG 2000 refuses
+ * a codestream larger than its tile before OpenJPEG allocates. On error, *written (where there
+ * is one) counts the bytes decoded before the error, and pixel outputs are left zeroed.
  */
 #ifndef SP_CODECS_CODEC_H
 #define SP_CODECS_CODEC_H
@@ -26,7 +29,9 @@ typedef enum sp_jpeg_space {
  * The decoded image is written into the top-left of a `width` x `height` area of `rgba` (rows of
  * `stride` bytes); a decoded image larger than the area is cropped, a smaller one leaves the
  * rest untouched. Uses libjpeg's default (accurate integer) IDCT and fancy upsampling, as
- * OpenSlide does, so pixels are identical. */
+ * OpenSlide does, so pixels are identical. The component count must match `space` (3 for RGB
+ * and YCbCr, 1 for grey; AUTO accepts both), else SP_E_CORRUPT. libjpeg warnings (a damaged but
+ * decodable stream) are tolerated, where OpenSlide fails the read. */
 sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *tables,
                               size_t tables_len, sp_jpeg_space space, uint64_t width,
                               uint64_t height, uint8_t *rgba, size_t stride, sp_err *err);
@@ -49,11 +54,12 @@ sp_status sp_j2k_decode_rgba(const uint8_t *data, size_t len, sp_jpeg_space spac
 sp_status sp_lzw_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
                         size_t *written, sp_err *err);
 
-/* zlib-wrapped Deflate (TIFF compressions 8 and 32946) through libdeflate. */
+/* zlib-wrapped Deflate (TIFF compressions 8 and 32946) through libdeflate. Unlike LZW, data
+ * that decode to more than out_len are an error (SP_E_CORRUPT), not cut. */
 sp_status sp_deflate_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
                             size_t *written, sp_err *err);
 
-/* Zstandard (TIFF compression 50000). */
+/* Zstandard (TIFF compression 50000). Output over out_len, or empty input, is SP_E_CORRUPT. */
 sp_status sp_zstd_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
                          size_t *written, sp_err *err);
 

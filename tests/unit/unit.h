@@ -35,8 +35,8 @@ void unit_skip(const char *why);
 /* Run every test function; defined by each test file. */
 void unit_run(void);
 
-/* The shared test data folder (../shared/testdata unless SP_TESTDATA says otherwise), or NULL
- * when it is absent, in which case the caller prints why it skips. */
+/* The shared test data folder named by SP_TESTDATA (ctest sets it to ../shared/testdata beside
+ * the repository), or NULL when it is absent, in which case the caller skips with unit_skip. */
 const char *unit_testdata(void);
 
 #endif

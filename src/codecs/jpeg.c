@@ -1,0 +1,331 @@
+/* jpeg.c — JPEG tiles decoded through libjpeg(-turbo) into straight RGBA8.
+ *
+ * Slide JPEG tiles are often abbreviated streams whose tables live in a separate TIFF tag, and
+ * their colour space is declared by the container rather than the stream, so both can be passed
+ * in. Decoding keeps libjpeg's defaults (accurate integer IDCT, fancy upsampling, no scaling) so
+ * that pixels are identical to OpenSlide's. libjpeg reports fatal errors by calling a function
+ * that must not return; we longjmp back out of it, turning every error into an sp_status with
+ * libjpeg's own message. Warnings (damaged entropy data, a missing end marker) are silenced and
+ * the image still counts as decoded, as libjpeg intends.
+ */
+#include "codecs/codec.h"
+
+#include <limits.h>
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h uses FILE without including it */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "core/limits.h"
+
+/* libjpeg needs whole-image coefficient buffers for progressive and multi-scan streams, sized
+ * from the header alone. This caps them (libjpeg then fails with "Backing store not supported")
+ * so a few hostile header bytes cannot claim gigabytes; 512 MiB still holds a 16k x 16k
+ * progressive 4:4:4 image. */
+#define SP_JPEG_MAX_WORK_MEMORY (512L << 20)
+
+/* Each scan of a progressive stream walks every block of the image, so a small stream with
+ * thousands of empty scans can keep the decoder busy for minutes. Real encoders write about ten
+ * scans; libjpeg-turbo's own tools suggest a limit of this order. */
+#define SP_JPEG_MAX_SCANS 1000
+
+typedef struct sp_jpeg_errmgr {
+    struct jpeg_error_mgr pub; /* first, so libjpeg's pointer to it is a pointer to us */
+    jmp_buf jump;
+    sp_status status;          /* what a longjmp means; set together with msg */
+    char msg[JMSG_LENGTH_MAX]; /* JMSG_LENGTH_MAX is what format_message may write */
+} sp_jpeg_errmgr;
+
+/* Everything a decode touches lives here, in the frame of the function that calls the one
+ * holding setjmp, so nothing the longjmp path reads is an indeterminate local of that function. */
+typedef struct sp_jpeg_job {
+    struct jpeg_decompress_struct cinfo;
+    sp_jpeg_errmgr jerr;
+    struct jpeg_progress_mgr progress;
+    const uint8_t *data;
+    size_t len;
+    const uint8_t *tables;
+    size_t tables_len;
+    sp_jpeg_space space;
+    /* decode only */
+    uint64_t width, height;
+    uint8_t *rgba;
+    size_t stride;
+    uint8_t *scratch;     /* one decoded row, only when a row cannot go straight to rgba */
+    uint64_t rows_dirty;  /* rows of rgba written so far, zeroed again on failure */
+    size_t row_out_bytes; /* bytes per rgba row that decoding writes (the cropped width) */
+    /* header only */
+    uint32_t *out_width, *out_height;
+    int *out_components;
+} sp_jpeg_job;
+
+static void jpeg_on_error(j_common_ptr cinfo) {
+    sp_jpeg_errmgr *jerr = (sp_jpeg_errmgr *)cinfo->err;
+    switch (jerr->pub.msg_code) {
+    case JERR_OUT_OF_MEMORY:
+        jerr->status = SP_E_NOMEM;
+        break;
+    case JERR_NO_BACKING_STORE:
+        jerr->status = SP_E_LIMIT;
+        break;
+    case JERR_BAD_PRECISION:
+    case JERR_NOT_COMPILED:
+    case JERR_NOTIMPL:
+    case JERR_CONVERSION_NOTIMPL:
+        jerr->status = SP_E_UNSUPPORTED;
+        break;
+    default:
+        jerr->status = SP_E_CORRUPT;
+        break;
+    }
+    cinfo->err->format_message(cinfo, jerr->msg);
+    if (jerr->status == SP_E_LIMIT) {
+        /* libjpeg's own wording would send the reader looking for a missing feature */
+        snprintf(jerr->msg, sizeof jerr->msg,
+                 "image needs more than %ld MiB of decoder working memory",
+                 SP_JPEG_MAX_WORK_MEMORY >> 20);
+    }
+    longjmp(jerr->jump, 1);
+}
+
+/* Warnings (msg_level -1) mean damaged data that libjpeg has already worked around; traces are
+ * noise. A library must not print either, so both are only counted, as libjpeg does itself. */
+static void jpeg_on_message(j_common_ptr cinfo, int msg_level) {
+    if (msg_level < 0) {
+        cinfo->err->num_warnings++;
+    }
+}
+
+static void jpeg_on_output(j_common_ptr cinfo) {
+    (void)cinfo;
+}
+
+static void jpeg_on_progress(j_common_ptr cinfo) {
+    j_decompress_ptr dinfo = (j_decompress_ptr)cinfo;
+    if (dinfo->input_scan_number > SP_JPEG_MAX_SCANS) {
+        sp_jpeg_errmgr *jerr = (sp_jpeg_errmgr *)cinfo->err;
+        jerr->status = SP_E_CORRUPT;
+        snprintf(jerr->msg, sizeof jerr->msg, "stream has more than %d scans",
+                 SP_JPEG_MAX_SCANS);
+        longjmp(jerr->jump, 1);
+    }
+}
+
+/* Set up the decompressor and read the stream's header (after the tables, when given). Must run
+ * under the job's setjmp. Returns SP_OK or a status already recorded in err. */
+static sp_status jpeg_begin(sp_jpeg_job *job, sp_err *err) {
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+    jpeg_create_decompress(cinfo);
+    cinfo->mem->max_memory_to_use = SP_JPEG_MAX_WORK_MEMORY;
+    job->progress.progress_monitor = jpeg_on_progress;
+    cinfo->progress = &job->progress;
+
+    /* jpeg_mem_src takes an unsigned long length */
+    if (job->len > ULONG_MAX || job->tables_len > ULONG_MAX) {
+        return sp_err_set(err, SP_E_LIMIT, "JPEG: stream of %zu bytes is too long",
+                          job->len > job->tables_len ? job->len : job->tables_len);
+    }
+    if (job->tables != NULL) {
+        jpeg_mem_src(cinfo, job->tables, (unsigned long)job->tables_len);
+        if (jpeg_read_header(cinfo, FALSE) != JPEG_HEADER_TABLES_ONLY) {
+            return sp_err_set(err, SP_E_CORRUPT,
+                              "JPEG: the tables stream holds an image, not only tables");
+        }
+    }
+    jpeg_mem_src(cinfo, job->data, (unsigned long)job->len);
+    if (jpeg_read_header(cinfo, TRUE) != JPEG_HEADER_OK) {
+        return sp_err_set(err, SP_E_CORRUPT, "JPEG: no image in the stream");
+    }
+    return SP_OK;
+}
+
+static sp_status jpeg_header_body(sp_jpeg_job *job, sp_err *err) {
+    sp_status st = jpeg_begin(job, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    *job->out_width = job->cinfo.image_width;
+    *job->out_height = job->cinfo.image_height;
+    *job->out_components = job->cinfo.num_components;
+    return SP_OK;
+}
+
+static const char *jpeg_space_name(sp_jpeg_space space) {
+    switch (space) {
+    case SP_JPEG_SPACE_RGB:
+        return "RGB";
+    case SP_JPEG_SPACE_YCBCR:
+        return "YCbCr";
+    case SP_JPEG_SPACE_GREY:
+        return "grey";
+    default:
+        return "automatic";
+    }
+}
+
+/* Expand n grey samples at the start of row into RGBA, in place. Going backwards, pixel i is
+ * read from byte i before bytes 4i..4i+3 are written, and 4i >= i, so nothing is overwritten
+ * before it is read. */
+static void grey_to_rgba(uint8_t *row, const uint8_t *grey, size_t n) {
+    for (size_t i = n; i-- > 0;) {
+        uint8_t g = grey[i];
+        row[4 * i + 0] = g;
+        row[4 * i + 1] = g;
+        row[4 * i + 2] = g;
+        row[4 * i + 3] = 255;
+    }
+}
+
+static sp_status jpeg_decode_body(sp_jpeg_job *job, sp_err *err) {
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+    sp_status st = jpeg_begin(job, err);
+    if (st != SP_OK) {
+        return st;
+    }
+
+    int comps = cinfo->num_components;
+    if (comps != 1 && comps != 3) {
+        return sp_err_set(err, SP_E_UNSUPPORTED,
+                          "JPEG: %d colour components (only grey and 3-component colour are "
+                          "supported; 4 usually means CMYK)",
+                          comps);
+    }
+    bool grey_space = job->space == SP_JPEG_SPACE_GREY;
+    if (job->space != SP_JPEG_SPACE_AUTO && grey_space != (comps == 1)) {
+        return sp_err_set(err, SP_E_CORRUPT,
+                          "JPEG: stream has %d components but the container declares %s", comps,
+                          jpeg_space_name(job->space));
+    }
+    if (job->space == SP_JPEG_SPACE_RGB) {
+        cinfo->jpeg_color_space = JCS_RGB;
+    } else if (job->space == SP_JPEG_SPACE_YCBCR) {
+        cinfo->jpeg_color_space = JCS_YCbCr;
+    }
+    /* libjpeg-turbo fills the alpha byte of JCS_EXT_RGBA with 255, so colour rows need no
+     * second pass; grey has no alpha form and is expanded by hand. */
+    cinfo->out_color_space = comps == 1 ? JCS_GRAYSCALE : JCS_EXT_RGBA;
+
+    jpeg_start_decompress(cinfo);
+
+    uint64_t out_w = cinfo->output_width;
+    uint64_t out_h = cinfo->output_height;
+    uint64_t out_comps = (uint64_t)cinfo->output_components;
+    uint64_t total;
+    if (out_comps != (comps == 1 ? 1u : 4u) || !sp_mul_u64(out_w, out_h, &total) ||
+        !sp_mul_u64(total, out_comps, &total)) {
+        return sp_err_set(err, SP_E_CORRUPT, "JPEG: unusable output geometry %llux%llu",
+                          (unsigned long long)out_w, (unsigned long long)out_h);
+    }
+
+    uint64_t copy_w = out_w < job->width ? out_w : job->width;
+    uint64_t rows = out_h < job->height ? out_h : job->height;
+    job->row_out_bytes = (size_t)(copy_w * 4);
+    /* A row goes straight into rgba when libjpeg's full row fits there; grey rows fit in the
+     * first quarter of their RGBA row and are widened in place. */
+    bool direct = out_w <= job->width;
+    if (!direct && rows > 0) {
+        job->scratch = malloc((size_t)(out_w * out_comps));
+        if (job->scratch == NULL) {
+            return sp_err_set(err, SP_E_NOMEM, "JPEG: out of memory for a %llu-pixel row",
+                              (unsigned long long)out_w);
+        }
+    }
+    for (uint64_t y = 0; y < rows; y++) {
+        uint8_t *dst = job->rgba + y * job->stride;
+        JSAMPROW row = direct ? dst : job->scratch;
+        job->rows_dirty = y + 1;
+        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
+            /* cannot happen with an in-memory source, which never suspends */
+            return sp_err_set(err, SP_E_CORRUPT, "JPEG: decoder returned no row %llu",
+                              (unsigned long long)y);
+        }
+        if (comps == 1) {
+            grey_to_rgba(dst, row, (size_t)copy_w);
+        } else if (!direct) {
+            memcpy(dst, row, job->row_out_bytes);
+        }
+    }
+    /* Rows past the area are never decoded; destroying the decompressor abandons them. */
+    return SP_OK;
+}
+
+/* Run body under setjmp, so a libjpeg error anywhere in it ends here. `job` belongs to the
+ * caller's frame: this function changes none of its own locals after setjmp. */
+static sp_status jpeg_run(sp_jpeg_job *job, sp_status (*body)(sp_jpeg_job *, sp_err *),
+                          sp_err *err) {
+    job->cinfo.err = jpeg_std_error(&job->jerr.pub);
+    job->jerr.pub.error_exit = jpeg_on_error;
+    job->jerr.pub.emit_message = jpeg_on_message;
+    job->jerr.pub.output_message = jpeg_on_output;
+    job->jerr.status = SP_OK;
+    job->jerr.msg[0] = '\0';
+
+    sp_status st;
+    if (setjmp(job->jerr.jump) == 0) {
+        st = body(job, err);
+    } else {
+        st = sp_err_set(err, job->jerr.status, "JPEG: %s", job->jerr.msg);
+    }
+    jpeg_destroy_decompress(&job->cinfo);
+    free(job->scratch);
+    job->scratch = NULL;
+    return st;
+}
+
+sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *tables,
+                              size_t tables_len, sp_jpeg_space space, uint64_t width,
+                              uint64_t height, uint8_t *rgba, size_t stride, sp_err *err) {
+    /* the area's last byte, (height - 1) * stride + width * 4, must be addressable */
+    uint64_t row_bytes = 0, extent = 0;
+    bool area_ok = sp_mul_u64(width, 4, &row_bytes) &&
+                   (height == 0 || (sp_mul_u64(height - 1, stride, &extent) &&
+                                    sp_add_u64(extent, row_bytes, &extent))) &&
+                   extent <= SIZE_MAX && (height <= 1 || stride >= row_bytes);
+    if (data == NULL || !area_ok || (rgba == NULL && width > 0 && height > 0)) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: bad output area %llux%llu, stride %zu",
+                          (unsigned long long)width, (unsigned long long)height, stride);
+    }
+    if ((unsigned)space > SP_JPEG_SPACE_GREY) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: unknown colour space %d", (int)space);
+    }
+    sp_jpeg_job job;
+    memset(&job, 0, sizeof job);
+    job.data = data;
+    job.len = len;
+    job.tables = tables;
+    job.tables_len = tables_len;
+    job.space = space;
+    job.width = width;
+    job.height = height;
+    job.rgba = rgba;
+    job.stride = stride;
+    sp_status st = jpeg_run(&job, jpeg_decode_body, err);
+    if (st != SP_OK) {
+        /* never leave a half-decoded tile behind */
+        for (uint64_t y = 0; y < job.rows_dirty; y++) {
+            memset(rgba + y * stride, 0, job.row_out_bytes);
+        }
+    }
+    return st;
+}
+
+sp_status sp_jpeg_read_header(const uint8_t *data, size_t len, const uint8_t *tables,
+                              size_t tables_len, uint32_t *width, uint32_t *height,
+                              int *components, sp_err *err) {
+    if (data == NULL || width == NULL || height == NULL || components == NULL) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: null argument");
+    }
+    sp_jpeg_job job;
+    memset(&job, 0, sizeof job);
+    job.data = data;
+    job.len = len;
+    job.tables = tables;
+    job.tables_len = tables_len;
+    job.out_width = width;
+    job.out_height = height;
+    job.out_components = components;
+    return jpeg_run(&job, jpeg_header_body, err);
+}
