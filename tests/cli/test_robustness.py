@@ -1,0 +1,241 @@
+"""No input crashes slidepipe, hangs it or makes it print garbage.
+
+Two parts. First, every test-data file that the OpenSlide oracle does not cover (robustness/,
+ome-tiff/, qptiff/, strip-tiff/, dicom/, and any aperio/ or generic-tiff/ file OpenSlide 4 cannot
+open) goes through `info`, `info --json`, `region` (256x256 at the origin) and `thumbnail`.
+Second, seeded mutants of two small real slides (byte flips in the first 64 KiB and in the TIFF
+directories, truncations, zeroed ranges) go through `info` and `region`.
+
+For a valid command line the only acceptable outcomes are exit 0 (it read the file) or exit 1
+(it refused it, with exactly one line on stderr starting "slidepipe: "). A signal, a timeout, a
+sanitizer report, exit 2 (it is not a usage error) or any other code fails the test. Timeouts
+are hang detectors only, set far above any normal run, so a slow sanitizer build passes too.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import random
+import signal
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+imagecodecs = pytest.importorskip("imagecodecs", reason="imagecodecs decodes the PNG output")
+
+TIMEOUT_S = 20  # per command; a normal run takes well under a second
+REGION = 256
+MUTANTS = 200  # in all, split evenly between the base slides
+MUTATION_SEED = 20250601
+MUTATION_BASES = ("aperio/CMU-1-Small-Region.svs", "generic-tiff/boxes.tiff")
+# The mutants' region: wide and tall enough to decode every tile whose data lie in the first
+# 64 KiB of either base (CMU-1-Small-Region stores its 240x240 tiles row by row, ten to a row,
+# from offset 16; boxes.tiff is 300x250 in all), so byte flips there reach the decoders.
+MUTANT_REGION = (2304, 480)
+
+
+def _run(sp, args, timeout=TIMEOUT_S):
+    """Run slidepipe; returns (CompletedProcess or None, problem or None). Never raises."""
+    try:
+        proc = subprocess.run(
+            [str(sp.binary), *map(str, args)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s (hang?)"
+    return proc, _outcome_problem(sp, proc)
+
+
+def _outcome_problem(sp, proc) -> str | None:
+    rc = proc.returncode
+    cmd = " ".join(map(str, proc.args[1:]))
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"`{cmd}` killed by {name}; stderr {proc.stderr[-800:]!r}"
+    line = sp.sanitizer_report(proc.stderr)
+    if line is not None:
+        return f"`{cmd}` sanitizer report (exit {rc}): {line}"
+    if rc == 2:
+        return f"`{cmd}` exit 2 (usage error) for a valid command line; stderr {proc.stderr!r}"
+    if rc not in (0, 1):
+        return f"`{cmd}` exit {rc}, expected 0 or 1; stderr {proc.stderr[-800:]!r}"
+    if rc == 1:
+        lines = proc.stderr.splitlines()
+        if len(lines) != 1 or not lines[0].startswith("slidepipe: ") or not lines[0][11:].strip():
+            return f"`{cmd}` exit 1 must print one line 'slidepipe: MESSAGE' on stderr, got {proc.stderr[-800:]!r}"
+    return None
+
+
+def _region_args(path, out, w=REGION, h=REGION):
+    return ["region", path, "--level", 0, "--x", 0, "--y", 0, "--width", w, "--height", h, "-o", out]
+
+
+# ---- every file the oracles do not cover ----------------------------------------------------
+
+
+def test_file_is_handled(robust_slide, testdata, sp, tmp_path):
+    path = testdata / robust_slide
+    problems = []
+
+    info_txt, p = _run(sp, ["info", path])
+    problems += [p] if p else []
+    info_json, p = _run(sp, ["info", path, "--json"])
+    problems += [p] if p else []
+    if info_json is not None and info_json.returncode == 0:
+        try:
+            doc = json.loads(info_json.stdout)
+            if not isinstance(doc, dict) or not doc.get("levels"):
+                problems.append(f"info --json succeeded without levels: {info_json.stdout[:300]!r}")
+        except json.JSONDecodeError as e:
+            problems.append(f"info --json exit 0 but invalid JSON ({e}): {info_json.stdout[:300]!r}")
+    if info_txt is not None and info_json is not None and info_txt.returncode != info_json.returncode:
+        problems.append(
+            f"info exits {info_txt.returncode} but info --json exits {info_json.returncode}: "
+            "both open the same file"
+        )
+
+    out = tmp_path / "r.rgba"
+    proc, p = _run(sp, _region_args(path, out))
+    problems += [p] if p else []
+    if proc is not None and proc.returncode == 0:
+        size = out.stat().st_size if out.exists() else None
+        if size != REGION * REGION * 4:
+            problems.append(f"region exit 0 but wrote {size} bytes, expected {REGION * REGION * 4}")
+
+    thumb = tmp_path / "t.png"
+    proc, p = _run(sp, ["thumbnail", path, "--max-size", 256, "-o", thumb])
+    problems += [p] if p else []
+    if proc is not None and proc.returncode == 0:
+        try:
+            img = imagecodecs.png_decode(thumb.read_bytes())
+            if img.ndim != 3 or img.shape[-1] != 4 or max(img.shape[:2]) > 256:
+                problems.append(f"thumbnail exit 0 but the PNG is {img.shape}, expected RGBA <= 256")
+        except Exception as e:  # a missing or undecodable file
+            problems.append(f"thumbnail exit 0 but no valid PNG: {e}")
+
+    assert not problems, f"{robust_slide}:\n  " + "\n  ".join(problems)
+
+
+# ---- mutants of real slides -----------------------------------------------------------------
+
+
+def _ifd_spans(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) byte spans of the TIFF directories in `data`, following the IFD chain
+    (at most 64 directories, stopping at anything out of range)."""
+    if len(data) < 16 or data[:2] not in (b"II", b"MM"):
+        return []
+    e = "<" if data[:2] == b"II" else ">"
+    (magic,) = struct.unpack(e + "H", data[2:4])
+    big = magic == 43
+    spans = []
+    off = struct.unpack(e + "Q", data[8:16])[0] if big else struct.unpack(e + "I", data[4:8])[0]
+    seen = set()
+    while off and off not in seen and len(spans) < 64:
+        seen.add(off)
+        head = 8 if big else 2
+        if off + head > len(data):
+            break
+        n = struct.unpack(e + ("Q" if big else "H"), data[off:off + head])[0]
+        entry = 20 if big else 12
+        end = off + head + n * entry + (8 if big else 4)
+        if end > len(data) or n > 4096:
+            break
+        spans.append((off, end))
+        nxt = data[end - (8 if big else 4):end]
+        off = struct.unpack(e + ("Q" if big else "I"), nxt)[0]
+    return spans
+
+
+def _mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One corrupted copy of `data` and a description of what was done."""
+    buf = bytearray(data)
+    head = min(len(buf), 64 * 1024)
+    spans = _ifd_spans(data)
+    kind = rng.choice(["flip", "flip", "ifd-flip", "truncate", "zero"])
+    if kind == "ifd-flip" and not spans:
+        kind = "flip"
+    if kind == "flip":
+        n = rng.randint(1, 16)
+        offsets = sorted(rng.randrange(head) for _ in range(n))
+        for o in offsets:
+            buf[o] ^= rng.randint(1, 255)
+        return bytes(buf), f"flip {n} bytes in the first 64 KiB at {offsets}"
+    if kind == "ifd-flip":
+        start, end = rng.choice(spans)
+        n = rng.randint(1, 4)
+        offsets = sorted(rng.randrange(start, end) for _ in range(n))
+        for o in offsets:
+            buf[o] ^= rng.randint(1, 255)
+        return bytes(buf), f"flip {n} bytes in the IFD at {start}..{end}: {offsets}"
+    if kind == "truncate":
+        length = rng.randrange(len(buf))
+        return bytes(buf[:length]), f"truncate to {length} of {len(buf)} bytes"
+    # zero a range, in the first 64 KiB or over a directory
+    if spans and rng.random() < 0.5:
+        start, end = rng.choice(spans)
+        o = rng.randrange(start, end)
+    else:
+        o = rng.randrange(head)
+    length = rng.randint(1, 4096)
+    buf[o:o + length] = bytes(len(buf[o:o + length]))
+    return bytes(buf), f"zero {length} bytes at {o}"
+
+
+def _check_mutant(sp, path: Path, label: str) -> list[str]:
+    problems = []
+    _, p = _run(sp, ["info", path])
+    if p:
+        problems.append(f"{label}: {p}")
+    out = path.with_suffix(".rgba")
+    w, h = MUTANT_REGION
+    proc, p = _run(sp, _region_args(path, out, w, h))
+    if p:
+        problems.append(f"{label}: {p}")
+    elif proc.returncode == 0:
+        size = out.stat().st_size if out.exists() else None
+        if size != w * h * 4:
+            problems.append(f"{label}: region exit 0 wrote {size} bytes, expected {w * h * 4}")
+    if out.exists():
+        out.unlink()
+    return problems
+
+
+def test_mutants(testdata, sp, tmp_path):
+    bases = [testdata / rel for rel in MUTATION_BASES]
+    for b in bases:
+        if not b.is_file():
+            pytest.skip(f"mutation base {b} not found")
+    originals = [b.read_bytes() for b in bases]
+
+    def one(i: int) -> list[str]:
+        k = i % len(bases)
+        data, what = _mutate(originals[k], random.Random(MUTATION_SEED * 1000 + i))
+        path = tmp_path / f"mutant-{i:03d}{bases[k].suffix}"
+        path.write_bytes(data)
+        problems = _check_mutant(sp, path, f"mutant {i} of {bases[k].name} ({what}) -> {path}")
+        if not problems:
+            path.unlink()  # keep only the mutants that failed, for reproduction
+        return problems
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        failures = [p for problems in pool.map(one, range(MUTANTS)) for p in problems]
+    assert not failures, f"{len(failures)} problems in {MUTANTS} mutants:\n  " + "\n  ".join(failures[:15])
+
+
+def test_mutations_are_deterministic():
+    """The same seed gives the same mutants (so a failure can be reproduced)."""
+    data = bytes(range(256)) * 64
+    a = [_mutate(data, random.Random(MUTATION_SEED * 1000 + i)) for i in range(20)]
+    b = [_mutate(data, random.Random(MUTATION_SEED * 1000 + i)) for i in range(20)]
+    assert a == b
+    assert any(m != data for m, _ in a)
