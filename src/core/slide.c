@@ -5,32 +5,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/slide_internal.h"
 #include "formats/format.h"
 
-static sp_status open_probe(sp_slide *s, const char *path, sp_err *err) {
-    sp_probe probe = {.path = path, .src = s->src};
-    uint8_t head[8] = {0};
-    uint64_t size = sp_source_size(s->src);
-    size_t n = size < sizeof head ? (size_t)size : sizeof head;
-    sp_status st = sp_source_read(s->src, 0, head, n, err);
-    if (st != SP_OK) {
-        return st;
-    }
-    if (n == 0) {
-        return sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: empty file", path);
-    }
-    if (sp_tiff_magic(head, n)) {
-        st = sp_tiff_open(s->src, &s->limits, &probe.tiff, err);
+static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp_err *err) {
+    sp_probe probe = {.path = path, .is_directory = is_directory, .src = s->src,
+                      .limits = &s->limits};
+    sp_status st;
+    if (s->src != NULL) {
+        uint64_t size = sp_source_size(s->src);
+        probe.head_len = size < SP_PROBE_HEAD ? (size_t)size : SP_PROBE_HEAD;
+        st = sp_source_read(s->src, 0, probe.head, probe.head_len, err);
         if (st != SP_OK) {
             return st;
+        }
+        if (probe.head_len == 0) {
+            return sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: empty file", path);
+        }
+        if (sp_tiff_magic(probe.head, probe.head_len)) {
+            st = sp_tiff_open(s->src, &s->limits, &probe.tiff, err);
+            if (st != SP_OK) {
+                return st;
+            }
         }
     }
     if (probe.tiff != NULL) {
         st = sp_err_set(err, SP_E_UNSUPPORTED,
-                        "%s: a TIFF file but not a slide format slidepipe reads (its first image "
-                        "is not tiled)",
+                        "%s: a TIFF file but not a slide format slidepipe reads", path);
+    } else if (is_directory) {
+        st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: a directory holding no slide slidepipe reads",
                         path);
     } else {
         st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: not a recognised slide format", path);
@@ -58,11 +63,12 @@ sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits
         sp_source_close(src);
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
+    bool is_directory = src == NULL;
     pthread_mutex_init(&s->error_lock, NULL);
     s->limits = *limits;
     s->src = src;
     s->background[0] = s->background[1] = s->background[2] = 255;
-    sp_status st = open_probe(s, name, err);
+    sp_status st = open_probe(s, name, is_directory, err);
     if (st == SP_OK) {
         sp_slide_finish_levels(s);
         st = sp_props_set(&s->props, SP_PROPERTY_VENDOR, s->format, err);
@@ -100,7 +106,9 @@ sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_sli
             sp_limits_default(&limits);
         }
         sp_source *src = NULL;
-        st = sp_source_open_file(path, &src, &err);
+        struct stat info;
+        bool is_directory = stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+        st = is_directory ? SP_OK : sp_source_open_file(path, &src, &err);
         if (st == SP_OK) {
             st = sp_slide_open_source(src, path, &limits, out, &err);
         }

@@ -45,7 +45,7 @@ typedef struct sp_slide_ops {
 
 struct sp_slide {
     sp_limits limits;
-    sp_source *src;        /* owned */
+    sp_source *src;        /* owned; NULL for a slide opened from a directory */
     void *container;       /* owned by the format (e.g. sp_tiff), freed in ops->destroy */
     const char *format;    /* static name */
     const sp_slide_ops *ops;
@@ -63,8 +63,9 @@ struct sp_slide {
     char *sticky_message;
 };
 
-/* Open a slide over an already opened byte source (taken over, closed on failure too); `name`
- * labels messages. sp_slide_open_with is this over a file; tests and fuzz targets use memory. */
+/* Open a slide over an already opened byte source (taken over, closed on failure too), or over
+ * the directory `name` when src is NULL; `name` labels messages. sp_slide_open_with is this over
+ * a file or directory; tests and fuzz targets use memory. */
 sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
                                sp_slide **out, sp_err *err);
 

@@ -12,10 +12,19 @@
 #include "core/slide_internal.h"
 #include "tiff/tiff.h"
 
+/* What formats see when detecting: the path, and for a file its source, its first bytes and
+ * (for a TIFF) its parsed structure. A directory path has no source: formats that read series of
+ * files (DICOM) open what they need themselves through src/io. */
+#define SP_PROBE_HEAD 512
+
 typedef struct sp_probe {
     const char *path;
-    sp_source *src;  /* the opened file */
-    sp_tiff *tiff;   /* parsed TIFF structure, or NULL when the file is not a TIFF */
+    bool is_directory;
+    sp_source *src;                 /* the opened file, or NULL for a directory */
+    uint8_t head[SP_PROBE_HEAD];    /* the file's first bytes (zero-padded) */
+    size_t head_len;
+    sp_tiff *tiff;                  /* parsed TIFF structure, or NULL when the file is not a TIFF */
+    const sp_limits *limits;
 } sp_probe;
 
 typedef struct sp_format {
