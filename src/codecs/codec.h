@@ -63,6 +63,15 @@ sp_status sp_deflate_decode(const uint8_t *in, size_t in_len, uint8_t *out, size
 sp_status sp_zstd_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
                          size_t *written, sp_err *err);
 
+/* PackBits run-length data (TIFF compression 32773); output beyond out_len is cut. */
+sp_status sp_packbits_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
+                             size_t *written, sp_err *err);
+
+/* A WebP stream into straight RGBA8 (alpha 255 when the stream has none), into the top-left of
+ * a width x height area; a larger stream is refused before decoding. */
+sp_status sp_webp_decode_rgba(const uint8_t *data, size_t len, uint64_t width, uint64_t height,
+                              uint8_t *rgba, size_t stride, sp_err *err);
+
 /* Undo TIFF horizontal differencing (Predictor 2) in place on `rows` rows of `width` pixels of
  * `samples` interleaved samples of `bits` (8 or 16) bits, stored in the file byte order
  * (`big_endian` matters for 16-bit). Returns SP_E_UNSUPPORTED for other bit depths. */

@@ -31,10 +31,7 @@ static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp
             }
         }
     }
-    if (probe.tiff != NULL) {
-        st = sp_err_set(err, SP_E_UNSUPPORTED,
-                        "%s: a TIFF file but not a slide format slidepipe reads", path);
-    } else if (is_directory) {
+    if (is_directory) {
         st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: a directory holding no slide slidepipe reads",
                         path);
     } else {

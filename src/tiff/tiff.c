@@ -266,6 +266,10 @@ static sp_status derive_layout(const sp_tiff *t, sp_tiff_dir *d, sp_err *err) {
     d->subfile_type = (uint32_t)get_uint(t, d, SP_TAG_NEW_SUBFILE_TYPE, 0);
     const sp_tiff_entry *extra = sp_tiff_find(d, SP_TAG_EXTRA_SAMPLES);
     d->extra_samples = extra ? (uint16_t)(extra->count > 0xffff ? 0xffff : extra->count) : 0;
+    uint64_t kind = 0;
+    if (extra != NULL && sp_tiff_entry_uint(t, extra, 0, &kind)) {
+        d->extra_sample0 = (uint16_t)(kind > 2 ? 0 : kind);
+    }
     const sp_tiff_entry *sub = sp_tiff_find(d, SP_TAG_YCBCR_SUBSAMPLING);
     uint64_t sh = 2, sv = 2;
     if (sub != NULL) {

@@ -106,6 +106,7 @@ struct sp_tiff_dir {
     uint16_t compression, photometric, planar_config, predictor;
     uint16_t bits_per_sample, samples_per_pixel, sample_format;
     uint16_t extra_samples;   /* count of ExtraSamples */
+    uint16_t extra_sample0;   /* kind of the first: 0 unspecified, 1 associated, 2 unassociated alpha */
     uint16_t ycbcr_sub_h, ycbcr_sub_v;
     uint32_t subfile_type;
     const uint8_t *jpeg_tables; /* points into the entry's data, or NULL */
