@@ -1,7 +1,7 @@
 /* fuzz_codecs.c — libFuzzer target for the tile codecs (src/codecs/).
  *
- * Input layout: byte 0 picks the codec (its value mod 6: JPEG, LZW, Deflate, Zstandard,
- * predictor, JPEG 2000), the next few bytes pick its parameters, and the rest is the compressed chunk.
+ * Input layout: byte 0 picks the codec (its value mod 8: JPEG, LZW, Deflate, Zstandard,
+ * predictor, JPEG 2000, PackBits, WebP), the next few bytes pick its parameters, and the rest is the compressed chunk.
  * Every output buffer is allocated at its exact size so that AddressSanitizer catches a write one
  * byte past it. Seeds live in fuzz/corpus/codecs/. `make fuzz` builds it (build-fuzz/fuzz_codecs);
  * `make fuzz-smoke` runs it briefly.
@@ -148,6 +148,18 @@ static void fuzz_j2k(const uint8_t *p, size_t n) {
     free(out);
 }
 
+/* [area width - 1][area height - 1] WebP stream, into an area of up to 256 x 256 */
+static void fuzz_webp(const uint8_t *p, size_t n) {
+    if (n < 2) {
+        return;
+    }
+    uint64_t w = (uint64_t)p[0] + 1, h = (uint64_t)p[1] + 1;
+    uint8_t *out = malloc((size_t)(w * h * 4));
+    sp_err err = {0};
+    check_status(sp_webp_decode_rgba(p + 2, n - 2, w, h, out, (size_t)w * 4, &err), &err);
+    free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -156,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const uint8_t *p = data + 1;
     size_t n = size - 1;
-    switch (data[0] % 6) {
+    switch (data[0] % 8) {
     case 0:
         fuzz_jpeg(p, n);
         break;
@@ -172,8 +184,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 4:
         fuzz_predictor(p, n);
         break;
-    default:
+    case 5:
         fuzz_j2k(p, n);
+        break;
+    case 6:
+        fuzz_bytes(sp_packbits_decode, p, n);
+        break;
+    default:
+        fuzz_webp(p, n);
         break;
     }
     return 0;

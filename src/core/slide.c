@@ -225,19 +225,6 @@ void sp_slide_finish_levels(sp_slide *s) {
     }
 }
 
-void sp_format_double(double value, char *buf, size_t len) {
-    if (value == (double)(int64_t)value && value > -1e15 && value < 1e15) {
-        snprintf(buf, len, "%lld", (long long)value);
-        return;
-    }
-    for (int precision = 1; precision <= 17; precision++) {
-        snprintf(buf, len, "%.*g", precision, value);
-        if (strtod(buf, NULL) == value) {
-            return;
-        }
-    }
-}
-
 /* ---- getters ---- */
 
 static const sp_level *level_at(const sp_slide *s, int32_t level) {

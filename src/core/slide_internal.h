@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/limits.h"
+#include "core/numbers.h"
 #include "core/props.h"
 #include "io/source.h"
 #include "slidepipe.h"
@@ -80,7 +81,5 @@ void sp_slide_finish_levels(sp_slide *slide);
 /* Record a data error on the slide if none is recorded yet (thread-safe). */
 void sp_slide_record_error(sp_slide *slide, const sp_err *err);
 
-/* Format a double the shortest way that reads back exactly ("0.499", not "0.49899999"). */
-void sp_format_double(double value, char *buf, size_t len);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numbers.h"
 #include "formats/tiff_slide.h"
 
 static bool aperio_detect(const sp_probe *p) {
@@ -36,7 +37,7 @@ static sp_status duplicate_number(sp_slide *s, const char *from, const char *to,
         return SP_OK;
     }
     char *end;
-    double d = strtod(v, &end);
+    double d = sp_strtod(v, &end);
     if (end == v || *trim(end) != '\0') {
         return SP_OK;
     }
