@@ -1,0 +1,94 @@
+/* fuzz_dicom.c — libFuzzer target for the DICOM Part 10 reader and the "dicom" format: the input
+ * is parsed and frame-indexed directly (whatever its SOP class), then opened as a slide from
+ * memory (one instance, read alone: the source's name is not a file on disk, so no folder is
+ * searched), and every level's first tiles, a region crossing tile borders, the far corner and
+ * every small associated image are read. Limits are lowered so that hostile sizes hit them
+ * quickly instead of allocating gigabytes. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/slide_internal.h"
+#include "dicom/dicom.h"
+
+static const char NAME[] = "(fuzz-input)/instance.dcm";
+
+static void parse_directly(const uint8_t *data, size_t size, const sp_limits *limits) {
+    sp_source *src = NULL;
+    sp_err err = {0};
+    if (sp_source_open_memory(data, size, NAME, &src, &err) != SP_OK) {
+        return;
+    }
+    sp_dicom_options o;
+    sp_dicom_options_default(&o);
+    o.max_elements = 1 << 16;
+    o.max_frames = 1 << 16;
+    sp_dicom *d = NULL;
+    if (sp_dicom_open(src, limits, &o, &d, &err) == SP_OK &&
+        sp_dicom_index_frames(d, &err) == SP_OK) {
+        for (uint64_t i = 0; i < d->n_frames && i < 4; i++) {
+            uint8_t *frame = NULL;
+            size_t len = 0;
+            if (sp_dicom_read_frame(d, i, &frame, &len, &err) == SP_OK) {
+                free(frame);
+            }
+        }
+        char buf[64];
+        int64_t v;
+        double x;
+        sp_dicom_string(d, SP_DICOM_IMAGE_TYPE, 2, buf, sizeof buf);
+        sp_dicom_int(d, SP_DICOM_ROWS, &v);
+        sp_dicom_double(d, SP_DICOM_PIXEL_SPACING, 1, &x);
+        free(sp_dicom_string_dup(d, SP_DICOM_MANUFACTURER));
+    }
+    sp_dicom_close(d);
+    sp_source_close(src);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    sp_limits limits;
+    sp_limits_default(&limits);
+    limits.value[SP_LIMIT_MAX_ALLOC] = 64 << 20;
+    limits.value[SP_LIMIT_MAX_TILE_PIXELS] = 1 << 20;
+    limits.value[SP_LIMIT_MAX_METADATA] = 1 << 20;
+    limits.value[SP_LIMIT_MAX_DIRECTORIES] = 64;
+    parse_directly(data, size, &limits);
+
+    sp_source *src = NULL;
+    sp_err err = {0};
+    if (sp_source_open_memory(data, size, NAME, &src, &err) != SP_OK) {
+        return 0;
+    }
+    sp_slide *slide = NULL;
+    if (sp_slide_open_source(src, NAME, &limits, &slide, &err) != SP_OK) {
+        return 0;
+    }
+    enum { W = 96, H = 80 };
+    static uint8_t buf[W * H * 4];
+    for (int32_t level = 0; level < sp_slide_level_count(slide); level++) {
+        int64_t lw, lh, tw, th;
+        double ds;
+        sp_slide_level_dimensions(slide, level, &lw, &lh);
+        sp_slide_level_tile_size(slide, level, &tw, &th);
+        sp_slide_level_downsample(slide, level, &ds);
+        sp_slide_read_region(slide, SP_PIXEL_RGBA8, buf, W * 4, level, 0, 0, W, H);
+        sp_slide_read_region(slide, SP_PIXEL_RGB8, buf, W * 3, level,
+                             (int64_t)((double)(tw - W / 2) * ds),
+                             (int64_t)((double)(th - H / 2) * ds), W, H);
+        sp_slide_read_region(slide, SP_PIXEL_RGBA8, buf, W * 4, level,
+                             (int64_t)((double)(lw - W / 2) * ds),
+                             (int64_t)((double)(lh - H / 2) * ds), W, H);
+    }
+    for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
+        const char *name = sp_slide_associated_name(slide, i);
+        int64_t w, h;
+        if (sp_slide_associated_dimensions(slide, name, &w, &h) == SP_OK && w * h <= (1 << 20)) {
+            uint8_t *img = malloc((size_t)(w * h * 4));
+            if (img != NULL) {
+                sp_slide_read_associated(slide, name, SP_PIXEL_RGBA8, img, w * 4);
+                free(img);
+            }
+        }
+    }
+    sp_slide_close(slide);
+    return 0;
+}
