@@ -38,5 +38,7 @@ int cmd_region(int argc, char **argv);
 int cmd_thumbnail(int argc, char **argv);
 int cmd_associated(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 
 #endif

@@ -47,6 +47,11 @@ static int print_json(sp_slide *slide) {
     cJSON_AddItemToObject(root, "mpp_y", number_or_null(slide, SP_PROPERTY_MPP_Y));
     cJSON_AddItemToObject(root, "objective_power",
                           number_or_null(slide, SP_PROPERTY_OBJECTIVE_POWER));
+    /* A store written by `slidepipe convert`: its reader publishes the manifest's hash. */
+    const char *dataset_hash = sp_slide_property_value(slide, "slidepipe.dataset-hash");
+    if (dataset_hash != NULL) {
+        cJSON_AddStringToObject(root, "dataset_hash", dataset_hash);
+    }
     cJSON *assoc = cJSON_AddObjectToObject(root, "associated");
     for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
         const char *name = sp_slide_associated_name(slide, i);
@@ -78,6 +83,10 @@ static void print_text(sp_slide *slide, const char *path) {
     const char *obj = sp_slide_property_value(slide, SP_PROPERTY_OBJECTIVE_POWER);
     printf("  microns per pixel: %s x %s\n", mx ? mx : "unknown", my ? my : "unknown");
     printf("  objective power: %s\n", obj ? obj : "unknown");
+    const char *dataset_hash = sp_slide_property_value(slide, "slidepipe.dataset-hash");
+    if (dataset_hash != NULL) {
+        printf("  dataset hash: %s\n", dataset_hash);
+    }
     printf("  levels: %d\n", sp_slide_level_count(slide));
     for (int32_t i = 0; i < sp_slide_level_count(slide); i++) {
         int64_t w, h, tw, th;

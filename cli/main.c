@@ -16,6 +16,8 @@ static const struct {
     {"thumbnail", cmd_thumbnail, "write a thumbnail of the whole slide as PNG"},
     {"associated", cmd_associated, "write an associated image (label, macro, ...) as PNG"},
     {"synth", cmd_synth, "write a synthetic H&E example slide"},
+    {"convert", cmd_convert, "convert a slide into an OME-Zarr pyramid with a dataset hash"},
+    {"verify", cmd_verify, "re-hash a converted OME-Zarr store against its manifest"},
 };
 
 static void usage(FILE *out) {

@@ -185,6 +185,65 @@ SP_API sp_status sp_slide_read_region(sp_slide *slide, sp_pixel_format format, v
                                       int64_t stride, int32_t level, int64_t x, int64_t y,
                                       int64_t width, int64_t height);
 
+/* ---- Converting to OME-Zarr -------------------------------------------------------------- */
+
+/* Options of sp_convert_to_zarr, through setters so that the layout never freezes into the ABI.
+ * Defaults: OME-Zarr 0.4 (Zarr v2), 512 x 512 chunks, zstd level 3, no sharding, automatic
+ * pyramid down to one chunk, layout c,y,x, threads = all cores, no resume. */
+typedef struct sp_convert_options sp_convert_options;
+
+typedef enum sp_convert_option {
+    SP_CONVERT_FORMAT = 0,     /* SP_ZARR_OME_04 (Zarr v2) or SP_ZARR_OME_05 (Zarr v3) */
+    SP_CONVERT_CHUNK = 1,      /* chunk side in pixels, 256 .. 4096 */
+    SP_CONVERT_CODEC = 2,      /* an sp_zarr_codec */
+    SP_CONVERT_LEVEL = 3,      /* codec level (zstd 1..22, blosc/gzip 1..9); 0 = the codec's default */
+    SP_CONVERT_SHARD = 4,      /* Zarr v3 only: chunks per shard side (0 = no sharding) */
+    SP_CONVERT_LEVELS = 5,     /* pyramid levels to write; 0 = down to one chunk */
+    SP_CONVERT_LAYOUT = 6,     /* SP_ZARR_LAYOUT_CYX (OME axes c,y,x) or SP_ZARR_LAYOUT_YXC */
+    SP_CONVERT_THREADS = 7,    /* worker threads; 0 = all cores */
+    SP_CONVERT_RESUME = 8,     /* 1: complete an interrupted conversion into the same folder */
+} sp_convert_option;
+
+enum { SP_ZARR_OME_04 = 4, SP_ZARR_OME_05 = 5 };
+enum { SP_ZARR_LAYOUT_CYX = 0, SP_ZARR_LAYOUT_YXC = 1 };
+typedef enum sp_zarr_codec {
+    SP_ZARR_CODEC_ZSTD = 0,
+    SP_ZARR_CODEC_BLOSC_LZ4 = 1,
+    SP_ZARR_CODEC_BLOSC_ZSTD = 2,
+    SP_ZARR_CODEC_GZIP = 3,
+    SP_ZARR_CODEC_NONE = 4,
+} sp_zarr_codec;
+
+SP_API sp_status sp_convert_options_create(sp_convert_options **out);
+SP_API void sp_convert_options_destroy(sp_convert_options *options);
+/* Set an option; SP_E_INVALID_ARG for an unknown option or a value out of its range. */
+SP_API sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_option option,
+                                        int64_t value);
+
+/* Called from the converting thread as chunks complete: `done` of `total` level-0 chunks. */
+typedef void (*sp_progress_fn)(void *user, int64_t done, int64_t total);
+
+/* Convert a whole slide into an OME-Zarr pyramid at `out_path` (a folder) in one streaming pass:
+ * level 0 is the slide's level 0 as RGB8 (sp_slide_read_region), each lower level the 2x2
+ * average of the one above, rounded half up. Every chunk is written to a temporary file and
+ * renamed into place; metadata, the manifest of chunk hashes and the completion marker come
+ * last. On success `dataset_hash` (65 bytes, may be NULL) receives the hex SHA-256 of the
+ * manifest, which depends only on the slide's pixels and the options, never on threads or
+ * timing. With SP_CONVERT_RESUME an interrupted conversion is completed and the result is
+ * byte-identical to an uninterrupted one. On failure a message goes to `err`. */
+SP_API sp_status sp_convert_to_zarr(sp_slide *slide, const char *out_path,
+                                    const sp_convert_options *options, sp_progress_fn progress,
+                                    void *progress_user, char *dataset_hash, char *err,
+                                    size_t err_len);
+
+/* Re-hash every file the manifest of the Zarr folder lists. `report` (may be NULL) is called for
+ * each missing or changed file with its path and "missing" or "changed". On success *problems
+ * holds the count; `dataset_hash` (65 bytes, may be NULL) receives the manifest's hash. */
+SP_API sp_status sp_zarr_verify(const char *zarr_path, void (*report)(void *user, const char *path,
+                                                                     const char *problem),
+                                void *report_user, int64_t *problems, char *dataset_hash,
+                                char *err, size_t err_len);
+
 /* ---- Built-in example slide -------------------------------------------------------------- */
 
 /* Write a synthetic H&E slide of size x size pixels to `path` as a pyramidal, JPEG-tiled TIFF

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/strings.h"
 #include "codecs/codec.h"
 #include "dicom/dicom.h"
 #include "formats/format.h"
@@ -228,19 +229,6 @@ static sp_status list_directory(const char *dir, char ***out, size_t *count, sp_
     return SP_OK;
 }
 
-static char *join_path(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (p != NULL) {
-        memcpy(p, dir, a);
-        size_t at = a;
-        if (a > 0 && dir[a - 1] != '/') {
-            p[at++] = '/';
-        }
-        memcpy(p + at, name, b + 1);
-    }
-    return p;
-}
 
 /* The folder part of a file path ("." for a bare name). */
 static char *parent_dir(const char *path) {
@@ -288,7 +276,7 @@ static bool directory_has_wsi(const char *dir, const sp_limits *limits) {
     }
     bool found = false;
     for (size_t i = 0; !found && i < n; i++) {
-        char *path = join_path(dir, names[i]);
+        char *path = sp_path_join(dir, names[i]);
         struct stat info;
         sp_source *src = NULL;
         if (path != NULL && regular_file(path, &info) && info.st_size > SP_DICOM_MAGIC_OFFSET &&
@@ -311,7 +299,7 @@ static sp_status scan_directory(dicom_slide *ds, const char *dir, const struct s
     size_t n;
     sp_status st = list_directory(dir, &names, &n, err);
     for (size_t i = 0; st == SP_OK && i < n; i++) {
-        char *path = join_path(dir, names[i]);
+        char *path = sp_path_join(dir, names[i]);
         if (path == NULL) {
             st = sp_err_set(err, SP_E_NOMEM, "out of memory listing %s", dir);
             break;

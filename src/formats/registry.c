@@ -4,12 +4,14 @@
 extern const sp_format sp_format_aperio;
 extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
+extern const sp_format sp_format_ome_zarr;
 extern const sp_format sp_format_generic_tiff;
 
 const sp_format *const sp_formats[] = {
     &sp_format_aperio,
     &sp_format_ome_tiff,
     &sp_format_dicom,
+    &sp_format_ome_zarr,
     &sp_format_generic_tiff,
     NULL,
 };

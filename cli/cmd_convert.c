@@ -1,0 +1,239 @@
+/* cmd_convert.c — `slidepipe convert SLIDE OUT.zarr [options]`: write a slide as an OME-Zarr
+ * pyramid (sp_convert_to_zarr) and print its dataset hash. On a terminal a single progress line
+ * (percent, chunks, megapixels per second, time left) updates on stderr; elsewhere the command is
+ * quiet until it prints the result on stdout: "dataset_hash HEX", or with --json
+ * {"dataset_hash": HEX, "levels": N, "seconds": S}. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char USAGE[] =
+    "slidepipe convert SLIDE OUT.zarr [--format ome-zarr-0.4|ome-zarr-0.5] [--chunk N]\n"
+    "         [--codec zstd|blosc-lz4|blosc-zstd|gzip|none] [--level L] [--shard N] [--levels N]\n"
+    "         [--layout cyx|yxc] [--threads N] [--resume] [--json]";
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct progress_state {
+    double start;
+    double last_print;
+    double pixels; /* level-0 pixels of the slide */
+    bool shown;
+} progress_state;
+
+static void show_progress(void *user, int64_t done, int64_t total) {
+    progress_state *p = user;
+    double t = now_seconds();
+    if (done < total && t - p->last_print < 0.2) {
+        return;
+    }
+    p->last_print = t;
+    double frac = total > 0 ? (double)done / (double)total : 1.0;
+    double elapsed = t - p->start;
+    double mps = elapsed > 0 ? frac * p->pixels / elapsed / 1e6 : 0;
+    double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
+    int eta_s = (int)(eta + 0.5);
+    fprintf(stderr, "\rconverting: %5.1f%%  %lld/%lld chunks  %.0f MP/s  ETA %d:%02d   ",
+            frac * 100, (long long)done, (long long)total, mps, eta_s / 60, eta_s % 60);
+    fflush(stderr);
+    p->shown = true;
+}
+
+/* The number of datasets in the written group metadata (0 when it cannot be read). */
+static int count_levels(const char *out) {
+    static const char *const names[2] = {".zattrs", "zarr.json"};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(out) + strlen(names[i]) + 2;
+        char *path = malloc(n);
+        if (path == NULL) {
+            return 0;
+        }
+        snprintf(path, n, "%s/%s", out, names[i]);
+        FILE *f = fopen(path, "rb");
+        free(path);
+        if (f == NULL) {
+            continue;
+        }
+        char *text = NULL;
+        size_t len = 0, cap = 0;
+        for (;;) {
+            if (len + 4096 + 1 > cap) {
+                cap = cap ? cap * 2 : 65536;
+                char *grown = realloc(text, cap);
+                if (grown == NULL) {
+                    break;
+                }
+                text = grown;
+            }
+            size_t got = fread(text + len, 1, cap - len - 1, f);
+            len += got;
+            if (got == 0) {
+                break;
+            }
+        }
+        fclose(f);
+        if (text == NULL) {
+            return 0;
+        }
+        text[len] = '\0';
+        cJSON *doc = cJSON_Parse(text);
+        free(text);
+        cJSON *attrs =
+            i == 0 ? doc : cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "attributes"), "ome");
+        cJSON *ms = cJSON_GetArrayItem(cJSON_GetObjectItem(attrs, "multiscales"), 0);
+        int levels = cJSON_GetArraySize(cJSON_GetObjectItem(ms, "datasets"));
+        cJSON_Delete(doc);
+        return levels;
+    }
+    return 0;
+}
+
+static bool parse_name(const char *text, const char *const *names, int count, int *out) {
+    for (int i = 0; i < count; i++) {
+        if (strcmp(text, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+int cmd_convert(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'}, {"chunk", required_argument, NULL, 'c'},
+        {"codec", required_argument, NULL, 'C'},  {"level", required_argument, NULL, 'l'},
+        {"shard", required_argument, NULL, 's'},  {"levels", required_argument, NULL, 'L'},
+        {"layout", required_argument, NULL, 'y'}, {"threads", required_argument, NULL, 't'},
+        {"resume", no_argument, NULL, 'r'},       {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const char *const formats[] = {"ome-zarr-0.4", "ome-zarr-0.5"};
+    static const char *const codecs[] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
+    static const char *const layouts[] = {"cyx", "yxc"};
+    /* Option values in sp_convert_option order; -1 = not given. */
+    int64_t value[SP_CONVERT_RESUME + 1];
+    for (size_t i = 0; i < sizeof value / sizeof value[0]; i++) {
+        value[i] = -1;
+    }
+    bool json = false;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        int which = -1;
+        int64_t lo = 0, hi = 0;
+        const char *what = NULL;
+        switch (c) {
+        case 'f': {
+            int i;
+            if (!parse_name(optarg, formats, 2, &i)) {
+                return cli_usage_error(USAGE, "bad --format '%s' (ome-zarr-0.4 or ome-zarr-0.5)",
+                                       optarg);
+            }
+            value[SP_CONVERT_FORMAT] = i == 0 ? SP_ZARR_OME_04 : SP_ZARR_OME_05;
+            continue;
+        }
+        case 'C': {
+            int i;
+            if (!parse_name(optarg, codecs, 5, &i)) {
+                return cli_usage_error(
+                    USAGE, "bad --codec '%s' (zstd, blosc-lz4, blosc-zstd, gzip or none)", optarg);
+            }
+            value[SP_CONVERT_CODEC] = i;
+            continue;
+        }
+        case 'y': {
+            int i;
+            if (!parse_name(optarg, layouts, 2, &i)) {
+                return cli_usage_error(USAGE, "bad --layout '%s' (cyx or yxc)", optarg);
+            }
+            value[SP_CONVERT_LAYOUT] = i == 0 ? SP_ZARR_LAYOUT_CYX : SP_ZARR_LAYOUT_YXC;
+            continue;
+        }
+        case 'c': which = SP_CONVERT_CHUNK; lo = 256; hi = 4096; what = "chunk"; break;
+        case 'l': which = SP_CONVERT_LEVEL; lo = 1; hi = 22; what = "level"; break;
+        case 's': which = SP_CONVERT_SHARD; lo = 0; hi = 256; what = "shard"; break;
+        case 'L': which = SP_CONVERT_LEVELS; lo = 0; hi = 64; what = "levels"; break;
+        case 't': which = SP_CONVERT_THREADS; lo = 0; hi = 1024; what = "threads"; break;
+        case 'r': value[SP_CONVERT_RESUME] = 1; continue;
+        case 'j': json = true; continue;
+        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
+        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (!cli_parse_int(optarg, lo, hi, &value[which])) {
+            return cli_usage_error(USAGE, "bad value '%s' for --%s (an integer in %lld..%lld)",
+                                   optarg, what, (long long)lo, (long long)hi);
+        }
+    }
+    if (optind != argc - 2) {
+        return cli_usage_error(USAGE, "expected SLIDE and OUT.zarr");
+    }
+    if (value[SP_CONVERT_SHARD] > 0 && value[SP_CONVERT_FORMAT] != SP_ZARR_OME_05) {
+        return cli_usage_error(USAGE, "--shard needs --format ome-zarr-0.5 (Zarr v3)");
+    }
+    if (value[SP_CONVERT_LEVEL] > 0) {
+        /* Levels per codec: zstd 1..22, blosc and gzip 1..9, none takes none. */
+        static const int64_t max_level[] = {22, 9, 9, 9, 0};
+        int codec = value[SP_CONVERT_CODEC] >= 0 ? (int)value[SP_CONVERT_CODEC] : 0;
+        if (value[SP_CONVERT_LEVEL] > max_level[codec]) {
+            return max_level[codec] == 0
+                       ? cli_usage_error(USAGE, "--codec none takes no --level")
+                       : cli_usage_error(USAGE, "--level %lld is out of range for %s (1..%lld)",
+                                         (long long)value[SP_CONVERT_LEVEL], codecs[codec],
+                                         (long long)max_level[codec]);
+        }
+    }
+    sp_convert_options *options = NULL;
+    if (sp_convert_options_create(&options) != SP_OK) {
+        return cli_fail("out of memory");
+    }
+    for (int i = 0; i <= SP_CONVERT_RESUME; i++) {
+        if (value[i] >= 0 &&
+            sp_convert_options_set(options, (sp_convert_option)i, value[i]) != SP_OK) {
+            sp_convert_options_destroy(options);
+            return cli_usage_error(USAGE, "option value %lld is out of range", (long long)value[i]);
+        }
+    }
+    const char *in = argv[optind], *out = argv[optind + 1];
+    sp_slide *slide = cli_open_slide(in);
+    if (slide == NULL) {
+        sp_convert_options_destroy(options);
+        return CLI_RUNTIME_ERROR;
+    }
+    progress_state ps = {0};
+    ps.start = now_seconds();
+    int64_t w = 0, h = 0;
+    sp_slide_level_dimensions(slide, 0, &w, &h);
+    ps.pixels = (double)w * (double)h;
+    bool tty = isatty(STDERR_FILENO);
+    char hash[65] = "";
+    char err[1024];
+    sp_status st = sp_convert_to_zarr(slide, out, options, tty ? show_progress : NULL, &ps, hash,
+                                      err, sizeof err);
+    double seconds = now_seconds() - ps.start;
+    if (ps.shown) {
+        fputc('\n', stderr);
+    }
+    sp_slide_close(slide);
+    sp_convert_options_destroy(options);
+    if (st != SP_OK) {
+        return cli_fail("%s", err);
+    }
+    if (json) {
+        printf("{\"dataset_hash\": \"%s\", \"levels\": %d, \"seconds\": %.3f}\n", hash,
+               count_levels(out), seconds);
+    } else {
+        printf("dataset_hash %s\n", hash);
+    }
+    return CLI_OK;
+}

@@ -1,0 +1,823 @@
+/* zarr.c — OME-Zarr: a folder holding an OME-NGFF image group, as Zarr v2 (NGFF 0.4 and
+ * earlier: ".zgroup" + ".zattrs" with "multiscales") or Zarr v3 (NGFF 0.5: "zarr.json" of a group
+ * with attributes.ome.multiscales). A bioformats2raw layout (a root group whose series 0 is the
+ * image group "0") is followed to that series.
+ *
+ * The first multiscale's datasets are the pyramid levels; each is a Zarr array whose axes are
+ * named by the multiscale (c, y, x or y, x, c, with t and z allowed when they have one plane).
+ * A level's tiles are its chunks along y and x (the inner chunks of a sharded v3 array); a tile
+ * read decodes every chunk that holds a part of its channels, so per-channel chunking (c chunk
+ * 1) and interleaved chunks (c chunk 3, or y,x,c) read alike. Samples are uint8, or int8, uint16
+ * and int16 mapped to 8 bits as the TIFF reader maps them (docs/formats.md); 1 channel is grey, 3
+ * RGB, 4 RGBA. A chunk file that does not exist holds the array's fill value, as the Zarr
+ * specification defines (zarr-python leaves out chunks that equal it), so it reads as opaque
+ * fill, not as a transparent hole.
+ *
+ * Metadata parsing is in zarr_meta.c; here are the files: every read goes through a byte source
+ * opened per chunk file, and nothing mutable is kept after open, so tiles can be read from any
+ * number of threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
+ * the source slide's properties and associated images, and the completion marker of a converted
+ * store gives "slidepipe.dataset-hash".
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/strings.h"
+#include "formats/format.h"
+#include "formats/zarr_meta.h"
+#include "zarr/zarr_codec.h"
+#include "zarr/zarr_store.h"
+
+#define KEY_MAX 256
+#define DATASET_HASH "slidepipe.dataset-hash"
+
+typedef struct zarr_array {
+    char *dir;   /* the array's folder */
+    char *label; /* its path inside the store, for messages */
+    sp_zarr_array_meta m;
+    int dim_c, dim_y, dim_x;           /* dimension indices; dim_c is -1 without channels */
+    int64_t channels;                  /* 1, 3 or 4 */
+    uint64_t stride[SP_ZARR_MAX_DIMS]; /* elements between neighbours in a decoded chunk */
+} zarr_array;
+
+typedef struct zarr_slide {
+    zarr_array *arrays; /* levels, then associated images; never reallocated after open */
+    int32_t n_arrays;
+} zarr_slide;
+
+/* ---- paths and files ---- */
+
+
+/* The path without trailing slashes ("/" stays "/"). */
+static char *strip_slashes(const char *path) {
+    char *p = strdup(path);
+    if (p != NULL) {
+        size_t n = strlen(p);
+        while (n > 1 && p[n - 1] == '/') {
+            p[--n] = '\0';
+        }
+    }
+    return p;
+}
+
+static bool is_file(const char *dir, const char *name) {
+    char *path = sp_path_join(dir, name);
+    struct stat info;
+    bool yes = path != NULL && stat(path, &info) == 0 && S_ISREG(info.st_mode);
+    free(path);
+    return yes;
+}
+
+/* Open a chunk or shard file; a file that does not exist is *missing, not an error. */
+static sp_status open_data_file(const char *path, sp_source **src, bool *missing, sp_err *err) {
+    *src = NULL;
+    *missing = false;
+    sp_err local = {0};
+    if (sp_source_open_file(path, src, &local) == SP_OK) {
+        return SP_OK;
+    }
+    struct stat info;
+    if (stat(path, &info) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        *missing = true;
+        return SP_OK;
+    }
+    return sp_err_set(err, local.status, "%s", local.msg);
+}
+
+/* Read a whole small file (metadata) into a NUL-terminated buffer, bounded by `max`. */
+static sp_status read_small_file(const char *path, uint64_t max, const char *what, char **out,
+                                 size_t *len, sp_err *err) {
+    *out = NULL;
+    sp_source *src = NULL;
+    sp_status st = sp_source_open_file(path, &src, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    uint64_t size = sp_source_size(src);
+    if (size > max || size > SIZE_MAX - 1) {
+        st = sp_err_set(err, SP_E_LIMIT, "%s is %llu bytes, over the limit of %llu bytes", what,
+                        (unsigned long long)size, (unsigned long long)max);
+    }
+    char *text = NULL;
+    if (st == SP_OK && (text = malloc((size_t)size + 1)) == NULL) {
+        st = sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", what);
+    }
+    if (st == SP_OK) {
+        st = sp_source_read(src, 0, text, (size_t)size, err);
+    }
+    sp_source_close(src);
+    if (st != SP_OK) {
+        free(text);
+        return st;
+    }
+    text[size] = '\0';
+    *out = text;
+    *len = (size_t)size;
+    return SP_OK;
+}
+
+/* Re-record an error from a parser or codec with the file it concerns in front. */
+static sp_status wrap(sp_err *err, const sp_err *inner, const char *where) {
+    return sp_err_set(err, inner->status, "%s: %s", where, inner->msg);
+}
+
+/* "<label>/<name>", or "<name>" for the store's root. */
+static void where_of(char *buf, size_t len, const char *label, const char *name) {
+    snprintf(buf, len, "%s%s%s", label, label[0] ? "/" : "", name);
+}
+
+static sp_status read_metadata(const sp_slide *s, const char *dir, const char *label,
+                               const char *name, char **text, size_t *len, sp_err *err) {
+    char *path = sp_path_join(dir, name);
+    if (path == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    char where[512];
+    where_of(where, sizeof where, label, name);
+    sp_err local = {0};
+    sp_status st = read_small_file(path, (uint64_t)s->limits.value[SP_LIMIT_MAX_METADATA], where,
+                                   text, len, &local);
+    free(path);
+    return st == SP_OK ? SP_OK : sp_err_set(err, local.status, "%s", local.msg);
+}
+
+/* ---- detection and groups ---- */
+
+static bool zarr_detect(const sp_probe *p) {
+    if (!p->is_directory) {
+        return false;
+    }
+    char *dir = strip_slashes(p->path);
+    /* Any Zarr node is claimed, so that a plain group or array gets a message saying what is
+     * missing rather than "not a slide". */
+    bool yes = dir != NULL &&
+               (is_file(dir, "zarr.json") || is_file(dir, ".zgroup") || is_file(dir, ".zarray"));
+    free(dir);
+    return yes;
+}
+
+/* Parse the group at `dir` (labelled `label` in messages). */
+static sp_status read_group(const sp_slide *s, const char *dir, const char *label,
+                            sp_zarr_group_meta *g, sp_err *err) {
+    const char *name;
+    int format;
+    if (is_file(dir, "zarr.json")) {
+        name = "zarr.json";
+        format = 3;
+    } else if (is_file(dir, ".zgroup")) {
+        if (!is_file(dir, ".zattrs")) {
+            return sp_err_set(err, SP_E_NOT_A_SLIDE,
+                              "not a recognised slide: a Zarr v2 group without attributes "
+                              "(.zattrs), so without OME-NGFF \"multiscales\" metadata");
+        }
+        name = ".zattrs";
+        format = 2;
+    } else if (is_file(dir, ".zarray")) {
+        return sp_err_set(err, SP_E_NOT_A_SLIDE,
+                          "not a recognised slide: a Zarr array, not an OME-Zarr image group "
+                          "(open the group that holds it)");
+    } else {
+        return sp_err_set(err, SP_E_CORRUPT, "%s%sno Zarr group here (no zarr.json or .zgroup)",
+                          label, label[0] ? ": " : "");
+    }
+    char *text = NULL;
+    size_t len = 0;
+    sp_status st = read_metadata(s, dir, label, name, &text, &len, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    sp_err local = {0};
+    st = sp_zarr_parse_group(text, len, format, &s->limits, g, &local);
+    free(text);
+    if (st == SP_E_NOT_A_SLIDE) {
+        return sp_err_set(err, st, "%s", local.msg);
+    }
+    if (st != SP_OK) {
+        char where[512];
+        where_of(where, sizeof where, label, name);
+        return wrap(err, &local, where);
+    }
+    return SP_OK;
+}
+
+/* The image group: the root, or series 0 of a bioformats2raw layout. */
+static sp_status find_image_group(const sp_slide *s, const char *root, sp_zarr_group_meta *g,
+                                  char **group_dir, const char **group_label, sp_err *err) {
+    *group_dir = NULL;
+    *group_label = "";
+    sp_status st = read_group(s, root, "", g, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    if (!g->redirect) {
+        *group_dir = strdup(root);
+        return *group_dir ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    int format = g->zarr_format;
+    sp_zarr_group_free(g);
+    *group_label = "0";
+    *group_dir = sp_path_join(root, "0");
+    if (*group_dir == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    sp_err local = {0};
+    st = read_group(s, *group_dir, "0", g, &local);
+    if (st == SP_OK && (g->redirect || g->zarr_format != format)) {
+        sp_zarr_group_free(g);
+        st = sp_err_set(&local, SP_E_CORRUPT, "not an OME-NGFF image group of the same format");
+    }
+    if (st != SP_OK) {
+        return sp_err_set(err, st == SP_E_NOT_A_SLIDE ? SP_E_CORRUPT : st,
+                          "bioformats2raw layout: series 0: %s", local.msg);
+    }
+    return SP_OK;
+}
+
+/* ---- arrays ---- */
+
+static const char *codec_label(sp_zarr_codec c) {
+    switch (c) {
+    case SP_ZARR_CODEC_ZSTD: return "zstd";
+    case SP_ZARR_CODEC_BLOSC_LZ4: return "blosc-lz4";
+    case SP_ZARR_CODEC_BLOSC_ZSTD: return "blosc-zstd";
+    case SP_ZARR_CODEC_GZIP: return "gzip";
+    case SP_ZARR_CODEC_NONE: return "none";
+    }
+    return "unknown";
+}
+
+static void free_array(zarr_array *a) {
+    free(a->dir);
+    free(a->label);
+    memset(a, 0, sizeof *a);
+}
+
+/* Read and parse the array at `path` inside the group. */
+static sp_status load_array(const sp_slide *s, const char *group_dir, const char *group_label,
+                            const char *path, int format, zarr_array *a, sp_err *err) {
+    memset(a, 0, sizeof *a);
+    a->dir = sp_path_join(group_dir, path);
+    a->label = group_label[0] ? sp_path_join(group_label, path) : strdup(path);
+    if (a->dir == NULL || a->label == NULL) {
+        free_array(a);
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    const char *name = format == 3 ? "zarr.json" : ".zarray";
+    char where[512];
+    where_of(where, sizeof where, a->label, name);
+    if (!is_file(a->dir, name)) {
+        sp_status st = sp_err_set(err, SP_E_CORRUPT, "%s is missing", where);
+        free_array(a);
+        return st;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    sp_status st = read_metadata(s, a->dir, a->label, name, &text, &len, err);
+    if (st == SP_OK) {
+        sp_err local = {0};
+        st = sp_zarr_parse_array(text, len, format, &s->limits, &a->m, &local);
+        if (st != SP_OK) {
+            wrap(err, &local, where);
+        }
+    }
+    free(text);
+    if (st != SP_OK) {
+        free_array(a);
+    }
+    return st;
+}
+
+/* Give each dimension its role (the group's axes for levels; y, x[, c] for associated images),
+ * and check what this reader supports. */
+static sp_status assign_axes(const sp_slide *s, zarr_array *a, int ndim, const sp_zarr_axis *axes,
+                             sp_err *err) {
+    const sp_zarr_array_meta *m = &a->m;
+    if (m->ndim != ndim) {
+        return sp_err_set(err, SP_E_CORRUPT, "%s: the array has %d dimensions but %d axes",
+                          a->label, m->ndim, ndim);
+    }
+    a->dim_c = a->dim_y = a->dim_x = -1;
+    for (int d = 0; d < ndim; d++) {
+        switch (axes[d]) {
+        case SP_ZARR_AXIS_T:
+        case SP_ZARR_AXIS_Z:
+            if (m->shape[d] != 1) {
+                return sp_err_set(err, SP_E_UNSUPPORTED,
+                                  "%s: the %c axis has %lld planes; slidepipe reads images with "
+                                  "one time point and one z plane",
+                                  a->label, axes[d] == SP_ZARR_AXIS_T ? 't' : 'z',
+                                  (long long)m->shape[d]);
+            }
+            break;
+        case SP_ZARR_AXIS_C: a->dim_c = d; break;
+        case SP_ZARR_AXIS_Y: a->dim_y = d; break;
+        case SP_ZARR_AXIS_X: a->dim_x = d; break;
+        }
+    }
+    a->channels = a->dim_c >= 0 ? m->shape[a->dim_c] : 1;
+    if (a->channels != 1 && a->channels != 3 && a->channels != 4) {
+        return sp_err_set(err, SP_E_UNSUPPORTED,
+                          "%s: %lld channels; slidepipe reads 1 (grey), 3 (RGB) or 4 (RGBA)",
+                          a->label, (long long)a->channels);
+    }
+    uint64_t tile = (uint64_t)m->chunk[a->dim_y] * (uint64_t)m->chunk[a->dim_x];
+    if (tile > (uint64_t)s->limits.value[SP_LIMIT_MAX_TILE_PIXELS]) {
+        return sp_err_set(err, SP_E_LIMIT,
+                          "%s: a chunk of %lld x %lld pixels exceeds the tile limit of %lld "
+                          "pixels",
+                          a->label, (long long)m->chunk[a->dim_x], (long long)m->chunk[a->dim_y],
+                          (long long)s->limits.value[SP_LIMIT_MAX_TILE_PIXELS]);
+    }
+    uint64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        a->stride[d] = stride;
+        stride *= (uint64_t)m->chunk[d]; /* bounded by the chunk size checked when parsing */
+    }
+    return SP_OK;
+}
+
+/* ---- reading chunks ---- */
+
+/* The shard a read is in, kept while consecutive chunks come from it. */
+typedef struct shard_cache {
+    char *path;
+    sp_source *src; /* NULL when the shard file does not exist */
+    uint8_t *index;
+} shard_cache;
+
+static void shard_cache_clear(shard_cache *c) {
+    free(c->path);
+    sp_source_close(c->src);
+    free(c->index);
+    memset(c, 0, sizeof *c);
+}
+
+/* Make `path` (taken over) the cached shard, reading and checking its index. */
+static sp_status shard_open(const sp_slide *s, const zarr_array *a, const char *where,
+                            shard_cache *c, char *path, sp_err *err) {
+    if (c->path != NULL && strcmp(c->path, path) == 0) {
+        free(path);
+        return SP_OK;
+    }
+    shard_cache_clear(c);
+    c->path = path;
+    bool missing;
+    sp_status st = open_data_file(path, &c->src, &missing, err);
+    if (st != SP_OK || missing) {
+        return st;
+    }
+    const sp_zarr_array_meta *m = &a->m;
+    uint64_t size = sp_source_size(c->src), need = sp_zarr_shard_index_bytes(m);
+    sp_err local = {0};
+    if (size < need) {
+        st = sp_err_set(&local, SP_E_CORRUPT, "the shard is %llu bytes, too small for its index",
+                        (unsigned long long)size);
+    } else {
+        st = sp_alloc(&s->limits, need, "shard index", (void **)&c->index, &local);
+    }
+    if (st == SP_OK) {
+        st = sp_source_read(c->src, m->index_at_start ? 0 : size - need, c->index, (size_t)need,
+                            &local);
+    }
+    if (st == SP_OK) {
+        st = sp_zarr_shard_index_check(m, c->index, (size_t)need, size, &local);
+    }
+    if (st != SP_OK) {
+        shard_cache_clear(c);
+        return wrap(err, &local, where);
+    }
+    return SP_OK;
+}
+
+static void fill_chunk(const sp_zarr_array_meta *m, uint8_t *chunk) {
+    if (m->item_size == 1) {
+        memset(chunk, (int)(m->fill & 0xFF), (size_t)m->chunk_bytes);
+        return;
+    }
+    uint16_t bits = (uint16_t)m->fill; /* two's complement for int16 */
+    uint8_t b0 = m->big_endian ? (uint8_t)(bits >> 8) : (uint8_t)bits;
+    uint8_t b1 = m->big_endian ? (uint8_t)bits : (uint8_t)(bits >> 8);
+    for (uint64_t i = 0; i < m->chunk_elements; i++) {
+        chunk[2 * i] = b0;
+        chunk[2 * i + 1] = b1;
+    }
+}
+
+static sp_status decode_chunk(const zarr_array *a, const char *where, const uint8_t *in, uint64_t n,
+                              uint8_t *chunk, sp_err *err) {
+    const sp_zarr_array_meta *m = &a->m;
+    sp_err local = {0};
+    sp_status st = SP_OK;
+    if (m->chunk_crc32c) {
+        if (n < 4) {
+            st = sp_err_set(&local, SP_E_CORRUPT, "the chunk is too short for its checksum");
+        } else {
+            const uint8_t *c = in + n - 4;
+            uint32_t stored =
+                (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
+            n -= 4;
+            if (sp_zarr_crc32c(in, (size_t)n) != stored) {
+                st = sp_err_set(&local, SP_E_CORRUPT, "the chunk's crc32c checksum does not match");
+            }
+        }
+    }
+    if (st == SP_OK) {
+        st = sp_zarr_decode(m->codec, in, (size_t)n, chunk, (size_t)m->chunk_bytes, &local);
+    }
+    return st == SP_OK ? SP_OK : wrap(err, &local, where);
+}
+
+/* Read bytes [offset, offset + n) of a data file into a new buffer. */
+static sp_status read_range(const sp_slide *s, sp_source *src, uint64_t offset, uint64_t n,
+                            const char *where, uint8_t **out, sp_err *err) {
+    sp_err local = {0};
+    sp_status st = sp_alloc(&s->limits, n, "compressed chunk", (void **)out, &local);
+    if (st == SP_OK) {
+        st = sp_source_read(src, offset, *out, (size_t)n, &local);
+    }
+    if (st != SP_OK) {
+        free(*out);
+        *out = NULL;
+        return wrap(err, &local, where);
+    }
+    return SP_OK;
+}
+
+/* Decode the chunk at chunk-grid position `index` into `chunk` (chunk_bytes), or fill it. */
+static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_t *index,
+                            uint8_t *chunk, shard_cache *cache, sp_err *err) {
+    const sp_zarr_array_meta *m = &a->m;
+    int64_t file_index[SP_ZARR_MAX_DIMS];
+    uint64_t which = 0; /* the inner chunk's position in its shard, C order */
+    for (int d = 0; d < m->ndim; d++) {
+        int64_t per = m->file[d] / m->chunk[d];
+        file_index[d] = index[d] / per;
+        which = which * (uint64_t)per + (uint64_t)(index[d] % per);
+    }
+    char key[KEY_MAX], where[KEY_MAX + 600];
+    sp_status st = sp_zarr_chunk_key(m, file_index, key, sizeof key, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    where_of(where, sizeof where, a->label, key);
+    char *path = sp_path_join(a->dir, key);
+    if (path == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    uint8_t *bytes = NULL;
+    uint64_t n = 0;
+    bool missing = false;
+    if (!m->sharded) {
+        sp_source *src = NULL;
+        st = open_data_file(path, &src, &missing, err);
+        free(path);
+        if (st == SP_OK && !missing) {
+            n = sp_source_size(src);
+            st = read_range(s, src, 0, n, where, &bytes, err);
+        }
+        sp_source_close(src);
+    } else {
+        st = shard_open(s, a, where, cache, path, err);
+        missing = st == SP_OK && cache->src == NULL;
+        if (st == SP_OK && !missing) {
+            sp_err local = {0};
+            uint64_t offset;
+            bool present;
+            st = sp_zarr_shard_entry(m, cache->index, sp_source_size(cache->src), which, &present,
+                                     &offset, &n, &local);
+            if (st != SP_OK) {
+                wrap(err, &local, where);
+            } else if (!present) {
+                missing = true; /* an empty entry */
+            } else {
+                size_t at = strlen(where);
+                snprintf(where + at, sizeof where - at, " (inner chunk %llu)",
+                         (unsigned long long)which);
+                st = read_range(s, cache->src, offset, n, where, &bytes, err);
+            }
+        }
+    }
+    if (st == SP_OK) {
+        if (missing) {
+            fill_chunk(m, chunk);
+        } else {
+            st = decode_chunk(a, where, bytes, n, chunk, err);
+        }
+    }
+    free(bytes);
+    return st;
+}
+
+static inline uint8_t sample8(const sp_zarr_array_meta *m, const uint8_t *chunk, uint64_t e) {
+    switch (m->sample) {
+    case SP_ZARR_SAMPLE_U8: return chunk[e];
+    case SP_ZARR_SAMPLE_I8: return (uint8_t)(chunk[e] ^ 0x80); /* v + 128 */
+    case SP_ZARR_SAMPLE_U16:
+    case SP_ZARR_SAMPLE_I16: break;
+    }
+    const uint8_t *p = chunk + 2 * e;
+    uint32_t v = m->big_endian ? (uint32_t)p[0] << 8 | p[1] : (uint32_t)p[1] << 8 | p[0];
+    if (m->sample == SP_ZARR_SAMPLE_I16) {
+        v ^= 0x8000; /* v + 32768 */
+    }
+    return (uint8_t)((v * 255 + 32767) / 65535);
+}
+
+/* Copy the part of a decoded chunk (grid row gy, column gx, channel block kc) that lies in the
+ * rectangle (x0, y0, w, h) into RGBA rows at `out`. */
+static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, int64_t gx,
+                        int64_t kc, int64_t x0, int64_t y0, int64_t w, int64_t h, uint8_t *out,
+                        uint64_t stride) {
+    const sp_zarr_array_meta *m = &a->m;
+    int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
+    int64_t cc = a->dim_c >= 0 ? m->chunk[a->dim_c] : 1;
+    int64_t ry0 = gy * cy > y0 ? gy * cy : y0,
+            ry1 = (gy + 1) * cy < y0 + h ? (gy + 1) * cy : y0 + h;
+    int64_t rx0 = gx * cx > x0 ? gx * cx : x0,
+            rx1 = (gx + 1) * cx < x0 + w ? (gx + 1) * cx : x0 + w;
+    int64_t c_lo = kc * cc, c_n = a->channels - c_lo < cc ? a->channels - c_lo : cc;
+    uint64_t sy = a->stride[a->dim_y], sx = a->stride[a->dim_x];
+    uint64_t sc = a->dim_c >= 0 ? a->stride[a->dim_c] : 0;
+    for (int64_t y = ry0; y < ry1; y++) {
+        uint8_t *row = out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * 4;
+        uint64_t base = (uint64_t)(y - gy * cy) * sy + (uint64_t)(rx0 - gx * cx) * sx;
+        for (int64_t lc = 0; lc < c_n; lc++) {
+            uint64_t e = base + (uint64_t)lc * sc;
+            int64_t ch = c_lo + lc;
+            uint8_t *o = row;
+            for (int64_t x = rx0; x < rx1; x++, e += sx, o += 4) {
+                uint8_t v = sample8(m, chunk, e);
+                if (a->channels == 1) {
+                    o[0] = o[1] = o[2] = v;
+                } else {
+                    o[ch] = v;
+                }
+            }
+        }
+    }
+}
+
+/* Read the rectangle (x0, y0, w, h), inside the array, as RGBA into `out`. */
+static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t y0, int64_t w,
+                           int64_t h, uint8_t *out, uint64_t stride, sp_err *err) {
+    const sp_zarr_array_meta *m = &a->m;
+    if (a->channels != 4) {
+        for (int64_t y = 0; y < h; y++) {
+            for (int64_t x = 0; x < w; x++) {
+                out[(uint64_t)y * stride + (uint64_t)x * 4 + 3] = 255;
+            }
+        }
+    }
+    uint8_t *chunk = NULL;
+    sp_status st = sp_alloc(&s->limits, m->chunk_bytes, "Zarr chunk", (void **)&chunk, err);
+    shard_cache cache = {0};
+    int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
+    int64_t cc = a->dim_c >= 0 ? m->chunk[a->dim_c] : 1;
+    int64_t c_chunks = (a->channels + cc - 1) / cc;
+    for (int64_t gy = y0 / cy; st == SP_OK && gy * cy < y0 + h; gy++) {
+        for (int64_t gx = x0 / cx; st == SP_OK && gx * cx < x0 + w; gx++) {
+            for (int64_t kc = 0; st == SP_OK && kc < c_chunks; kc++) {
+                int64_t index[SP_ZARR_MAX_DIMS] = {0};
+                index[a->dim_y] = gy;
+                index[a->dim_x] = gx;
+                if (a->dim_c >= 0) {
+                    index[a->dim_c] = kc;
+                }
+                st = load_chunk(s, a, index, chunk, &cache, err);
+                if (st == SP_OK) {
+                    paint_chunk(a, chunk, gy, gx, kc, x0, y0, w, h, out, stride);
+                }
+            }
+        }
+    }
+    shard_cache_clear(&cache);
+    free(chunk);
+    return st;
+}
+
+static sp_status zarr_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                                uint8_t *rgba, uint64_t stride, sp_err *err) {
+    for (int64_t y = 0; y < l->tile_height; y++) {
+        memset(rgba + (uint64_t)y * stride, 0, (size_t)l->tile_width * 4);
+    }
+    int64_t x0 = col * l->tile_width, y0 = row * l->tile_height;
+    int64_t w = l->width - x0 < l->tile_width ? l->width - x0 : l->tile_width;
+    int64_t h = l->height - y0 < l->tile_height ? l->height - y0 : l->tile_height;
+    if (w <= 0 || h <= 0) {
+        return SP_OK;
+    }
+    return read_rect(s, l->priv, x0, y0, w, h, rgba, stride, err);
+}
+
+static sp_status zarr_read_associated(sp_slide *s, const sp_associated *image, uint8_t *rgba,
+                                      uint64_t stride, sp_err *err) {
+    return read_rect(s, image->priv, 0, 0, image->width, image->height, rgba, stride, err);
+}
+
+static void zarr_destroy(sp_slide *s) {
+    zarr_slide *z = s->priv;
+    if (z == NULL) {
+        return;
+    }
+    for (int32_t i = 0; i < z->n_arrays; i++) {
+        free_array(&z->arrays[i]);
+    }
+    free(z->arrays);
+    free(z);
+    s->priv = NULL;
+}
+
+static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy};
+
+/* ---- open ---- */
+
+static sp_status add_levels(sp_slide *s, zarr_slide *z, const char *group_dir,
+                            const char *group_label, const sp_zarr_group_meta *g, int32_t *base,
+                            sp_err *err) {
+    sp_status st = SP_OK;
+    int64_t widest = -1;
+    for (int32_t i = 0; st == SP_OK && i < g->n_datasets; i++) {
+        zarr_array *a = &z->arrays[z->n_arrays];
+        st = load_array(s, group_dir, group_label, g->datasets[i].path, g->zarr_format, a, err);
+        if (st != SP_OK) {
+            break;
+        }
+        z->n_arrays++;
+        st = assign_axes(s, a, g->ndim, g->axes, err);
+        if (st != SP_OK) {
+            break;
+        }
+        const sp_zarr_array_meta *m = &a->m;
+        sp_level level = {
+            .width = m->shape[a->dim_x],
+            .height = m->shape[a->dim_y],
+            .tile_width = m->chunk[a->dim_x],
+            .tile_height = m->chunk[a->dim_y],
+            .compression = codec_label(m->codec),
+            .priv = a,
+        };
+        if (level.width > widest) {
+            widest = level.width;
+            *base = i;
+        }
+        st = sp_slide_add_level(s, &level, err);
+    }
+    return st;
+}
+
+/* Associated images are y, x[, c] arrays named in the "slidepipe" attributes. One that cannot
+ * be read is left out, as OpenSlide leaves out undecodable associated images: the slide itself
+ * does not depend on it. */
+static sp_status add_associated(sp_slide *s, zarr_slide *z, const char *group_dir,
+                                const char *group_label, const sp_zarr_group_meta *g, sp_err *err) {
+    static const sp_zarr_axis YXC[] = {SP_ZARR_AXIS_Y, SP_ZARR_AXIS_X, SP_ZARR_AXIS_C};
+    for (int32_t i = 0; i < g->n_associated; i++) {
+        const sp_zarr_associated_meta *am = &g->associated[i];
+        zarr_array *a = &z->arrays[z->n_arrays];
+        sp_err local = {0};
+        sp_status st = load_array(s, group_dir, group_label, am->path, g->zarr_format, a, &local);
+        if (st == SP_OK) {
+            z->n_arrays++;
+            int ndim = a->m.ndim == 2 ? 2 : 3;
+            st = assign_axes(s, a, ndim, YXC, &local);
+            if (st == SP_OK && (a->m.shape[0] != am->height || a->m.shape[1] != am->width)) {
+                st = SP_E_CORRUPT;
+            }
+            if (st != SP_OK) {
+                free_array(a);
+                z->n_arrays--;
+            }
+        }
+        if (st == SP_E_NOMEM) {
+            return sp_err_set(err, st, "%s", local.msg);
+        }
+        if (st == SP_OK) {
+            st = sp_slide_add_associated(s, am->name, am->width, am->height, a, err);
+            if (st != SP_OK) {
+                return st;
+            }
+        }
+    }
+    return SP_OK;
+}
+
+static sp_status set_double(sp_slide *s, const char *key, double v, sp_err *err) {
+    char buf[64];
+    sp_format_double(v, buf, sizeof buf);
+    return sp_props_set(&s->props, key, buf, err);
+}
+
+/* The dataset hash a completed `slidepipe convert` leaves in its marker file. */
+static sp_status add_dataset_hash(sp_slide *s, const char *root, sp_err *err) {
+    char *path = sp_path_join(root, SP_ZARR_COMPLETE);
+    if (path == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    struct stat info;
+    char *text = NULL;
+    size_t len = 0;
+    sp_err ignored = {0};
+    bool have = stat(path, &info) == 0 && S_ISREG(info.st_mode) &&
+                read_small_file(path, 4096, SP_ZARR_COMPLETE, &text, &len, &ignored) == SP_OK;
+    free(path);
+    sp_status st = SP_OK;
+    if (have && len >= 64) {
+        bool hex = true;
+        for (size_t i = 0; i < 64; i++) {
+            char c = text[i];
+            hex &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        }
+        if (hex) {
+            text[64] = '\0';
+            st = sp_props_set(&s->props, DATASET_HASH, text, err);
+        }
+    }
+    free(text);
+    return st;
+}
+
+static sp_status add_properties(sp_slide *s, const char *root, const sp_zarr_group_meta *g,
+                                const zarr_array *base, const sp_zarr_dataset *base_ds,
+                                sp_err *err) {
+    sp_status st = SP_OK;
+    /* The source slide's properties first, so that what this store itself says wins. A source
+     * that was itself a converted store carries its own dataset hash, which says nothing about
+     * this one. */
+    for (int32_t i = 0; st == SP_OK && i < g->n_properties; i++) {
+        if (strcmp(g->properties[i].key, DATASET_HASH) != 0) {
+            st = sp_props_set(&s->props, g->properties[i].key, g->properties[i].value, err);
+        }
+    }
+    if (st == SP_OK) {
+        st = sp_props_set(&s->props, "zarr.format", g->zarr_format == 3 ? "3" : "2", err);
+    }
+    if (st == SP_OK) {
+        st = sp_props_set(&s->props, "zarr.data-type", base->m.data_type, err);
+    }
+    if (st == SP_OK) {
+        st = sp_props_set(&s->props, "ome.axes", g->axes_text, err);
+    }
+    if (st == SP_OK && g->ome_version != NULL) {
+        st = sp_props_set(&s->props, "ome.version", g->ome_version, err);
+    }
+    if (st == SP_OK && g->name != NULL) {
+        st = sp_props_set(&s->props, "ome.name", g->name, err);
+    }
+    if (st == SP_OK && base_ds->has_scale) {
+        double mx = base_ds->scale[base->dim_x] * g->um_per_unit[base->dim_x];
+        double my = base_ds->scale[base->dim_y] * g->um_per_unit[base->dim_y];
+        if (mx > 0 && my > 0 && isfinite(mx) && isfinite(my)) {
+            st = set_double(s, SP_PROPERTY_MPP_X, mx, err);
+            if (st == SP_OK) {
+                st = set_double(s, SP_PROPERTY_MPP_Y, my, err);
+            }
+        }
+    }
+    if (st == SP_OK) {
+        st = add_dataset_hash(s, root, err);
+    }
+    return st;
+}
+
+static sp_status zarr_open(sp_slide *s, sp_probe *p, sp_err *err) {
+    zarr_slide *z = calloc(1, sizeof *z);
+    if (z == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    s->priv = z;
+    s->ops = &ZARR_OPS;
+    sp_zarr_group_meta g = {0};
+    char *group_dir = NULL;
+    const char *group_label = "";
+    char *root = strip_slashes(p->path);
+    sp_status st = root ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
+    if (st == SP_OK) {
+        st = find_image_group(s, root, &g, &group_dir, &group_label, err);
+    }
+    if (st == SP_OK) {
+        z->arrays = calloc((size_t)(g.n_datasets + g.n_associated), sizeof *z->arrays);
+        if (z->arrays == NULL) {
+            st = sp_err_set(err, SP_E_NOMEM, "out of memory");
+        }
+    }
+    int32_t base = 0;
+    if (st == SP_OK) {
+        st = add_levels(s, z, group_dir, group_label, &g, &base, err);
+    }
+    if (st == SP_OK) {
+        st = add_associated(s, z, group_dir, group_label, &g, err);
+    }
+    if (st == SP_OK) {
+        st = add_properties(s, root, &g, &z->arrays[base], &g.datasets[base], err);
+    }
+    sp_zarr_group_free(&g);
+    free(group_dir);
+    free(root);
+    return st;
+}
+
+const sp_format sp_format_ome_zarr = {"ome-zarr", zarr_detect, zarr_open};

@@ -1,0 +1,220 @@
+/* zarr_verify.c — sp_zarr_verify: re-hash every file a converted Zarr folder's manifest lists.
+ *
+ * The manifest is untrusted input: each line must be exactly 64 lowercase hex digits, two
+ * spaces, and a relative path that stays inside the folder (no leading '/', no "." or ".."
+ * component, no empty component, no control character), ending in '\n'. Anything else is
+ * SP_E_CORRUPT before a single file is opened. Files are hashed in blocks through the source
+ * layer, so memory does not grow with chunk or shard size. A folder without the completion
+ * marker is an interrupted conversion; a marker that does not hold the manifest's hash means the
+ * manifest itself was changed, which is reported as a problem on the manifest's own name.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/err.h"
+#include "io/source.h"
+#include "zarr/zarr_store.h"
+
+/* A manifest lists every chunk; even a terapixel slide stays far below this. */
+#define MAX_MANIFEST_BYTES ((uint64_t)1 << 30)
+
+/* Read a whole small file into a malloc'd, NUL-terminated buffer. */
+static sp_status read_all(const char *path, uint64_t max, char **out, size_t *out_len,
+                          sp_err *err) {
+    *out = NULL;
+    *out_len = 0;
+    sp_source *src = NULL;
+    sp_status st = sp_source_open_file(path, &src, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    uint64_t size = sp_source_size(src);
+    char *buf = NULL;
+    if (size > max) {
+        st = sp_err_set(err, SP_E_LIMIT, "%s: %llu bytes is too large", path,
+                        (unsigned long long)size);
+    } else if ((buf = malloc((size_t)size + 1)) == NULL) {
+        st = sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
+    } else {
+        st = sp_source_read(src, 0, buf, (size_t)size, err);
+    }
+    sp_source_close(src);
+    if (st != SP_OK) {
+        free(buf);
+        return st;
+    }
+    buf[size] = '\0';
+    *out = buf;
+    *out_len = (size_t)size;
+    return SP_OK;
+}
+
+static bool path_safe(const char *p, size_t n) {
+    if (n == 0 || p[0] == '/') {
+        return false;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || p[i] == '/') {
+            size_t len = i - start;
+            if (len == 0 || (len == 1 && p[start] == '.') ||
+                (len == 2 && p[start] == '.' && p[start + 1] == '.')) {
+                return false;
+            }
+            start = i + 1;
+        } else if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_hex64(const char *p) {
+    for (int i = 0; i < 64; i++) {
+        char c = p[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Check every line before touching any file, so a hostile manifest is refused as a whole. */
+static sp_status check_manifest(const char *text, size_t len, sp_err *err) {
+    size_t lineno = 1;
+    for (size_t pos = 0; pos < len; lineno++) {
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        if (nl == NULL) {
+            return sp_err_set(err, SP_E_CORRUPT, "manifest line %zu: no end of line", lineno);
+        }
+        size_t n = (size_t)(nl - line);
+        if (n < 67 || !is_hex64(line) || line[64] != ' ' || line[65] != ' ') {
+            return sp_err_set(err, SP_E_CORRUPT, "manifest line %zu: malformed", lineno);
+        }
+        if (!path_safe(line + 66, n - 66)) {
+            return sp_err_set(err, SP_E_CORRUPT, "manifest line %zu: unsafe path", lineno);
+        }
+        pos += n + 1;
+    }
+    return SP_OK;
+}
+
+sp_status sp_zarr_verify(const char *zarr_path,
+                         void (*report)(void *user, const char *path, const char *problem),
+                         void *report_user, int64_t *problems, char *dataset_hash, char *err,
+                         size_t err_len) {
+    sp_err e = {0};
+    if (problems != NULL) {
+        *problems = 0;
+    }
+    if (dataset_hash != NULL) {
+        dataset_hash[0] = '\0';
+    }
+    if (err != NULL && err_len > 0) {
+        err[0] = '\0';
+    }
+    if (zarr_path == NULL || problems == NULL) {
+        sp_err_set(&e, SP_E_INVALID_ARG, "sp_zarr_verify: null argument");
+        sp_err_copy_out(&e, err, err_len);
+        return e.status;
+    }
+    char *manifest_path = NULL, *marker_path = NULL, *text = NULL, *marker = NULL, *file = NULL;
+    size_t len = 0, marker_len = 0;
+    int64_t count = 0;
+    char hash[65];
+    sp_status st = SP_OK;
+    size_t root_len = strlen(zarr_path);
+    manifest_path = malloc(root_len + sizeof SP_ZARR_MANIFEST + 1);
+    marker_path = malloc(root_len + sizeof SP_ZARR_COMPLETE + 1);
+    if (manifest_path == NULL || marker_path == NULL) {
+        st = sp_err_set(&e, SP_E_NOMEM, "out of memory");
+        goto done;
+    }
+    sprintf(manifest_path, "%s/%s", zarr_path, SP_ZARR_MANIFEST);
+    sprintf(marker_path, "%s/%s", zarr_path, SP_ZARR_COMPLETE);
+    struct stat sb;
+    if (stat(manifest_path, &sb) != 0 || stat(marker_path, &sb) != 0) {
+        if (errno == ENOENT) {
+            st = sp_err_set(&e, SP_E_CORRUPT, "%s: incomplete conversion (no manifest)", zarr_path);
+        } else {
+            st = sp_err_set(&e, SP_E_IO, "%s: %s", zarr_path, strerror(errno));
+        }
+        goto done;
+    }
+    st = read_all(manifest_path, MAX_MANIFEST_BYTES, &text, &len, &e);
+    if (st == SP_OK) {
+        st = read_all(marker_path, 4096, &marker, &marker_len, &e);
+    }
+    if (st == SP_OK && strlen(text) != len) {
+        st = sp_err_set(&e, SP_E_CORRUPT, "manifest: NUL byte");
+    }
+    if (st == SP_OK) {
+        st = check_manifest(text, len, &e);
+    }
+    if (st != SP_OK) {
+        goto done;
+    }
+    sp_sha256_hex(text, len, hash);
+    if (marker_len != 65 || memcmp(marker, hash, 64) != 0 || marker[64] != '\n') {
+        count++;
+        if (report != NULL) {
+            report(report_user, SP_ZARR_MANIFEST, "changed");
+        }
+    }
+    file = malloc(root_len + 1 + len + 1);
+    if (file == NULL) {
+        st = sp_err_set(&e, SP_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (char *line = text; *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        const char *rel = line + 66;
+        sprintf(file, "%s/%s", zarr_path, rel);
+        const char *problem = NULL;
+        if (stat(file, &sb) != 0) {
+            if (errno != ENOENT && errno != ENOTDIR) {
+                st = sp_err_set(&e, SP_E_IO, "cannot open %s: %s", file, strerror(errno));
+                goto done;
+            }
+            problem = "missing";
+        } else if (!S_ISREG(sb.st_mode)) {
+            problem = "changed";
+        } else {
+            char got[65];
+            st = sp_sha256_file(file, got, &e);
+            if (st != SP_OK) {
+                goto done;
+            }
+            if (memcmp(got, line, 64) != 0) {
+                problem = "changed";
+            }
+        }
+        if (problem != NULL) {
+            count++;
+            if (report != NULL) {
+                report(report_user, rel, problem);
+            }
+        }
+        line = nl + 1;
+    }
+    *problems = count;
+    if (dataset_hash != NULL) {
+        memcpy(dataset_hash, hash, 65);
+    }
+done:
+    free(file);
+    free(text);
+    free(marker);
+    free(manifest_path);
+    free(marker_path);
+    if (st != SP_OK) {
+        sp_err_copy_out(&e, err, err_len);
+    }
+    return st;
+}
