@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/slide_internal.h"
+#include "fuzz_read_slide.h"
 #include "dicom/dicom.h"
 
 static const char NAME[] = "(fuzz-input)/instance.dcm";
@@ -62,33 +63,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (sp_slide_open_source(src, NAME, &limits, &slide, &err) != SP_OK) {
         return 0;
     }
-    enum { W = 96, H = 80 };
-    static uint8_t buf[W * H * 4];
-    for (int32_t level = 0; level < sp_slide_level_count(slide); level++) {
-        int64_t lw, lh, tw, th;
-        double ds;
-        sp_slide_level_dimensions(slide, level, &lw, &lh);
-        sp_slide_level_tile_size(slide, level, &tw, &th);
-        sp_slide_level_downsample(slide, level, &ds);
-        sp_slide_read_region(slide, SP_PIXEL_RGBA8, buf, W * 4, level, 0, 0, W, H);
-        sp_slide_read_region(slide, SP_PIXEL_RGB8, buf, W * 3, level,
-                             (int64_t)((double)(tw - W / 2) * ds),
-                             (int64_t)((double)(th - H / 2) * ds), W, H);
-        sp_slide_read_region(slide, SP_PIXEL_RGBA8, buf, W * 4, level,
-                             (int64_t)((double)(lw - W / 2) * ds),
-                             (int64_t)((double)(lh - H / 2) * ds), W, H);
-    }
-    for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
-        const char *name = sp_slide_associated_name(slide, i);
-        int64_t w, h;
-        if (sp_slide_associated_dimensions(slide, name, &w, &h) == SP_OK && w * h <= (1 << 20)) {
-            uint8_t *img = malloc((size_t)(w * h * 4));
-            if (img != NULL) {
-                sp_slide_read_associated(slide, name, SP_PIXEL_RGBA8, img, w * 4);
-                free(img);
-            }
-        }
-    }
-    sp_slide_close(slide);
+    fuzz_read_slide(slide);
     return 0;
 }
