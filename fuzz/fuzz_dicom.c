@@ -47,11 +47,7 @@ static void parse_directly(const uint8_t *data, size_t size, const sp_limits *li
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_limits limits;
-    sp_limits_default(&limits);
-    limits.value[SP_LIMIT_MAX_ALLOC] = 64 << 20;
-    limits.value[SP_LIMIT_MAX_TILE_PIXELS] = 1 << 20;
-    limits.value[SP_LIMIT_MAX_METADATA] = 1 << 20;
-    limits.value[SP_LIMIT_MAX_DIRECTORIES] = 64;
+    fuzz_limits(&limits);
     parse_directly(data, size, &limits);
 
     sp_source *src = NULL;

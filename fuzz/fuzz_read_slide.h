@@ -8,7 +8,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/limits.h"
 #include "slidepipe.h"
+
+/* Limits lowered so that hostile sizes hit them quickly instead of allocating gigabytes. */
+static void fuzz_limits(sp_limits *limits) {
+    sp_limits_default(limits);
+    limits->value[SP_LIMIT_MAX_ALLOC] = 64 << 20;
+    limits->value[SP_LIMIT_MAX_TILE_PIXELS] = 1 << 20;
+    limits->value[SP_LIMIT_MAX_METADATA] = 1 << 20;
+    limits->value[SP_LIMIT_MAX_DIRECTORIES] = 64;
+}
 
 static void fuzz_read_slide(sp_slide *slide) {
     enum { W = 96, H = 80 };

@@ -10,11 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_limits limits;
-    sp_limits_default(&limits);
-    limits.value[SP_LIMIT_MAX_ALLOC] = 64 << 20;
-    limits.value[SP_LIMIT_MAX_TILE_PIXELS] = 1 << 20;
-    limits.value[SP_LIMIT_MAX_METADATA] = 1 << 20;
-    limits.value[SP_LIMIT_MAX_DIRECTORIES] = 64;
+    fuzz_limits(&limits);
     sp_source *src = NULL;
     sp_err err = {0};
     if (sp_source_open_memory(data, size, "fuzz", &src, &err) != SP_OK) {

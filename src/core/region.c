@@ -42,6 +42,13 @@ static void fill_empty(uint8_t *dst, int64_t stride, int64_t w, int64_t h, sp_pi
     }
 }
 
+/* Zero the w x h area of a caller's buffer (rows of `stride` bytes): what an error leaves. */
+static void zero_area(void *dst, int64_t stride, int64_t w, int64_t h, sp_pixel_format fmt) {
+    if (h > 0) {
+        memset(dst, 0, (size_t)((h - 1) * stride + w * sp_pixel_format_bytes(fmt)));
+    }
+}
+
 /* Checks shared by region and associated reads; returns SP_OK when the buffer is usable. */
 static sp_status check_buffer(sp_pixel_format fmt, const void *dst, int64_t stride, int64_t w,
                               int64_t h) {
@@ -107,14 +114,14 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
         return SP_E_INVALID_ARG;
     }
     if (level < 0 || level >= s->n_levels) {
-        memset(dst, 0, (size_t)(h > 0 ? (h - 1) * stride + w * sp_pixel_format_bytes(fmt) : 0));
+        zero_area(dst, stride, w, h, fmt);
         return SP_E_INVALID_ARG;
     }
     const sp_level *l = &s->levels[level];
     fill_empty(dst, stride, w, h, fmt, s->background);
     sp_status st = sticky_status(s);
     if (st != SP_OK) {
-        memset(dst, 0, (size_t)(h > 0 ? (h - 1) * stride + w * sp_pixel_format_bytes(fmt) : 0));
+        zero_area(dst, stride, w, h, fmt);
         return st;
     }
     if (w == 0 || h == 0) {
@@ -128,7 +135,7 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
     sp_err err = {0};
     st = paint(s, l, fmt, dst, stride, (int64_t)lxd, (int64_t)lyd, w, h, &err);
     if (st != SP_OK) {
-        memset(dst, 0, (size_t)((h - 1) * stride + w * sp_pixel_format_bytes(fmt)));
+        zero_area(dst, stride, w, h, fmt);
         sp_slide_record_error(s, &err);
     }
     return st;
@@ -151,10 +158,9 @@ sp_status sp_slide_read_associated(sp_slide *s, const char *name, sp_pixel_forma
     if (check_buffer(fmt, dst, stride, a->width, a->height) != SP_OK) {
         return SP_E_INVALID_ARG;
     }
-    size_t used = (size_t)((a->height - 1) * stride + a->width * sp_pixel_format_bytes(fmt));
     sp_status st = sticky_status(s);
     if (st != SP_OK) {
-        memset(dst, 0, used);
+        zero_area(dst, stride, a->width, a->height, fmt);
         return st;
     }
     sp_err err = {0};
@@ -175,7 +181,7 @@ sp_status sp_slide_read_associated(sp_slide *s, const char *name, sp_pixel_forma
             }
         }
     } else {
-        memset(dst, 0, used);
+        zero_area(dst, stride, a->width, a->height, fmt);
         sp_slide_record_error(s, &err);
     }
     free(rgba);

@@ -347,23 +347,33 @@ static sp_status push(parser *p, container c) {
     return SP_OK;
 }
 
+/* Read an item or delimiter header at `pos`: its tag and 32-bit length. */
+static sp_status read_item_header(reader *r, uint64_t pos, uint32_t *tag, uint32_t *len,
+                                  sp_err *err) {
+    uint8_t h[8];
+    sp_status st = rd(r, pos, h, 8, err);
+    if (st == SP_OK) {
+        *tag = TAG(le16(h), le16(h + 2));
+        *len = le32(h + 4);
+    }
+    return st;
+}
+
 /* Skip an undefined-length value that is not a sequence of data sets: encapsulated pixel data
  * (for instance in an icon image), items of raw bytes ended by a sequence delimiter. */
 static sp_status skip_fragments(parser *p, uint64_t *pos, uint64_t bound) {
     for (;;) {
-        uint8_t h[8];
         if (*pos > bound || bound - *pos < 8) {
             return truncated(&p->r, *pos, 8, p->err);
         }
-        sp_status st = rd(&p->r, *pos, h, 8, p->err);
+        uint32_t tag, len;
+        sp_status st = read_item_header(&p->r, *pos, &tag, &len, p->err);
         if (st == SP_OK) {
             st = count_element(p);
         }
         if (st != SP_OK) {
             return st;
         }
-        uint32_t tag = TAG(le16(h), le16(h + 2));
-        uint32_t len = le32(h + 4);
         *pos += 8;
         if (tag == TAG_SEQ_DELIM) {
             return SP_OK;
@@ -952,13 +962,11 @@ static sp_status index_native(sp_dicom *d, sp_err *err) {
 static sp_status walk_fragments(sp_dicom *d, reader *r, uint64_t first, sp_err *err) {
     uint64_t cap = 0, pos = first;
     for (;;) {
-        uint8_t h[8];
-        sp_status st = rd(r, pos, h, 8, err);
+        uint32_t tag, len;
+        sp_status st = read_item_header(r, pos, &tag, &len, err);
         if (st != SP_OK) {
             return st;
         }
-        uint32_t tag = TAG(le16(h), le16(h + 2));
-        uint32_t len = le32(h + 4);
         if (tag == TAG_SEQ_DELIM) {
             return SP_OK;
         }
