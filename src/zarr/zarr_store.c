@@ -1,8 +1,12 @@
 /* zarr_store.c — writing Zarr v2 and v3 arrays into a folder (see zarr_store.h).
  *
  * Chunks arrive whole from any thread. Each is encoded, hashed and written to
- * "<final>.tmp-XXXXXX" (mkstemp, same folder), fsync'd and renamed into place, so a killed run
- * leaves either the complete chunk or nothing under its final name. The store's mutex guards only
+ * "<final>.tmp-XXXXXX" (mkstemp, same folder) and renamed into place only after its bytes are on
+ * stable storage, so a killed run or a power cut leaves either the complete chunk or nothing under
+ * its final name. Chunk files are made durable in batches: a written temporary file joins the
+ * pending batch, and when the batch is full one syncfs() flushes them all before they are renamed
+ * (one flush per batch instead of an fsync per chunk, which cost more wall time than encoding on
+ * a busy disk). Metadata, manifest and marker are fsync'd one by one. The store's mutex guards only
  * the shared tables (the manifest entries, the written-chunk bitmaps and the shards in flight);
  * encoding, hashing and file I/O run outside it. With sharding an encoded inner chunk waits in
  * its shard's slot until every inner chunk of that shard that lies in the array has arrived, and
@@ -82,6 +86,10 @@ struct sp_zarr_array {
     size_t nbuckets, nflight;
 };
 
+typedef struct pending_rename {
+    char *tmp, *full;
+} pending_rename;
+
 struct sp_zarr_store {
     char *root;
     bool resume;
@@ -91,7 +99,15 @@ struct sp_zarr_store {
     manifest_entry *entries;
     size_t nentries, capentries;
     uint64_t seq;
+    /* chunk files written under temporary names, waiting for one flush and their rename */
+    pthread_mutex_t batch_lock;
+    pending_rename *pending;
+    size_t npending, cappending;
 };
+
+/* Chunk files per durability batch: enough to make the flush rare, few enough that a killed run
+ * loses little work (the pending files are rewritten by --resume). */
+#define SP_ZARR_BATCH_FILES 32
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -334,10 +350,13 @@ typedef struct piece {
     size_t len;
 } piece;
 
-/* Write the pieces to root/relpath through a temporary file in the same folder: write, fsync,
- * rename. On failure the temporary file is removed and the final name untouched. */
-static sp_status write_atomic(const sp_zarr_store *s, const char *relpath, const piece *pieces,
-                              size_t npieces, sp_err *err) {
+static sp_status queue_rename(sp_zarr_store *s, char *tmp, char *full, sp_err *err);
+
+/* Write the pieces to root/relpath through a temporary file in the same folder. Immediate: fsync
+ * and rename now. Batched: hand the temporary file to the pending batch, which renames it after
+ * the batch's flush. On failure the temporary file is removed and the final name untouched. */
+static sp_status write_atomic(sp_zarr_store *s, const char *relpath, const piece *pieces,
+                              size_t npieces, bool batched, sp_err *err) {
     char *full = sp_strdup_printf("%s/%s", s->root, relpath);
     char *tmp = sp_strdup_printf("%s/%s.tmp-XXXXXX", s->root, relpath);
     sp_status st = SP_OK;
@@ -378,7 +397,7 @@ static sp_status write_atomic(const sp_zarr_store *s, const char *relpath, const
             off += (size_t)n;
         }
     }
-    if (fsync(fd) != 0) {
+    if (!batched && fsync(fd) != 0) {
         st = sp_err_set(err, SP_E_IO, "cannot write %s: %s", full, strerror(errno));
         goto fail;
     }
@@ -387,6 +406,11 @@ static sp_status write_atomic(const sp_zarr_store *s, const char *relpath, const
     if (r != 0) {
         st = sp_err_set(err, SP_E_IO, "cannot write %s: %s", full, strerror(errno));
         goto fail;
+    }
+    if (batched) {
+        st = queue_rename(s, tmp, full, err); /* takes both names */
+        tmp = full = NULL;
+        goto done;
     }
     if (rename(tmp, full) != 0) {
         st = sp_err_set(err, SP_E_IO, "cannot rename %s to %s: %s", tmp, full, strerror(errno));
@@ -402,6 +426,84 @@ done:
     free(full);
     free(tmp);
     return st;
+}
+
+/* Flush everything written so far to stable storage before the manifest vouches for it. */
+static sp_status sync_store(const sp_zarr_store *s, sp_err *err) {
+    int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        return sp_err_set(err, SP_E_IO, "cannot open %s: %s", s->root, strerror(errno));
+    }
+    int r = syncfs(fd);
+    int e = errno;
+    close(fd);
+    if (r != 0) {
+        return sp_err_set(err, SP_E_IO, "cannot flush %s: %s", s->root, strerror(e));
+    }
+    return SP_OK;
+}
+
+/* ---- durability batches ------------------------------------------------------------------ */
+
+/* Make a batch durable (one flush of the file system) and rename its files into place. Takes the
+ * batch; on failure the files not renamed are removed, so no final name ever shows unflushed
+ * bytes. */
+static sp_status flush_batch(const sp_zarr_store *s, pending_rename *batch, size_t n, sp_err *err) {
+    sp_status st = n > 0 ? sync_store(s, err) : SP_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (st == SP_OK && rename(batch[i].tmp, batch[i].full) != 0) {
+            st = sp_err_set(err, SP_E_IO, "cannot rename %s to %s: %s", batch[i].tmp,
+                            batch[i].full, strerror(errno));
+        }
+        if (st != SP_OK) {
+            unlink(batch[i].tmp);
+        }
+        free(batch[i].tmp);
+        free(batch[i].full);
+    }
+    free(batch);
+    return st;
+}
+
+/* Take the pending batch out of the store (under its lock), leaving an empty one. */
+static pending_rename *take_batch(sp_zarr_store *s, size_t *n) {
+    pthread_mutex_lock(&s->batch_lock);
+    pending_rename *batch = s->pending;
+    *n = s->npending;
+    s->pending = NULL;
+    s->npending = s->cappending = 0;
+    pthread_mutex_unlock(&s->batch_lock);
+    return batch;
+}
+
+/* Flush and rename whatever is pending (before metadata is written, and when a run stops). */
+static sp_status flush_pending(sp_zarr_store *s, sp_err *err) {
+    size_t n;
+    pending_rename *batch = take_batch(s, &n);
+    return flush_batch(s, batch, n, err);
+}
+
+/* Add a written temporary file to the pending batch (taking both names); the thread that fills
+ * the batch flushes it, outside the lock, while the others go on writing into a new one. */
+static sp_status queue_rename(sp_zarr_store *s, char *tmp, char *full, sp_err *err) {
+    pthread_mutex_lock(&s->batch_lock);
+    if (s->npending == s->cappending) {
+        size_t cap = s->cappending ? s->cappending * 2 : 64;
+        pending_rename *p = realloc(s->pending, cap * sizeof *p);
+        if (p == NULL) {
+            pthread_mutex_unlock(&s->batch_lock);
+            unlink(tmp);
+            free(tmp);
+            free(full);
+            return sp_err_set(err, SP_E_NOMEM, "out of memory");
+        }
+        s->pending = p;
+        s->cappending = cap;
+    }
+    s->pending[s->npending++] = (pending_rename){tmp, full};
+    bool full_batch = s->npending >= SP_ZARR_BATCH_FILES;
+    pthread_mutex_unlock(&s->batch_lock);
+    return full_batch ? flush_pending(s, err) : SP_OK;
 }
 
 /* Record a file in the manifest (under the lock). */
@@ -430,9 +532,10 @@ static sp_status record(sp_zarr_store *s, const char *relpath, const char *hash,
     return SP_OK;
 }
 
-/* Hash, write atomically and record. */
+/* Hash, write atomically (a chunk or shard in a durability batch, anything else at once) and
+ * record. */
 static sp_status put_pieces(sp_zarr_store *s, const char *relpath, const piece *pieces,
-                            size_t npieces, sp_err *err) {
+                            size_t npieces, bool batched, sp_err *err) {
     char hash[65];
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -447,7 +550,7 @@ static sp_status put_pieces(sp_zarr_store *s, const char *relpath, const piece *
         return sp_err_set(err, SP_E_NOMEM, "hashing %s failed", relpath);
     }
     hex_digest(md, hash);
-    sp_status st = write_atomic(s, relpath, pieces, npieces, err);
+    sp_status st = write_atomic(s, relpath, pieces, npieces, batched, err);
     if (st == SP_OK) {
         st = record(s, relpath, hash, err);
     }
@@ -455,9 +558,9 @@ static sp_status put_pieces(sp_zarr_store *s, const char *relpath, const piece *
 }
 
 static sp_status put_file(sp_zarr_store *s, const char *relpath, const void *data, size_t len,
-                          sp_err *err) {
+                          bool batched, sp_err *err) {
     piece one = {data, len};
-    return put_pieces(s, relpath, &one, 1, err);
+    return put_pieces(s, relpath, &one, 1, batched, err);
 }
 
 /* In resume mode: if root/relpath exists, hash and record it and set *found. */
@@ -642,12 +745,23 @@ static void free_store(sp_zarr_store *s) {
         free(s->entries[i].path);
     }
     free(s->entries);
+    for (size_t i = 0; i < s->npending; i++) { /* never flushed: not part of the store */
+        unlink(s->pending[i].tmp);
+        free(s->pending[i].tmp);
+        free(s->pending[i].full);
+    }
+    free(s->pending);
+    pthread_mutex_destroy(&s->batch_lock);
     pthread_mutex_destroy(&s->lock);
     free(s->root);
     free(s);
 }
 
 void sp_zarr_store_abort(sp_zarr_store *store) {
+    if (store != NULL) {
+        sp_err ignored = {0};
+        flush_pending(store, &ignored); /* keep what was written before the error */
+    }
     free_store(store);
 }
 
@@ -664,6 +778,11 @@ sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out,
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s);
+        return sp_err_set(err, SP_E_NOMEM, "cannot create a mutex");
+    }
+    if (pthread_mutex_init(&s->batch_lock, NULL) != 0) {
+        pthread_mutex_destroy(&s->lock);
         free(s);
         return sp_err_set(err, SP_E_NOMEM, "cannot create a mutex");
     }
@@ -930,7 +1049,7 @@ static sp_status write_shard(sp_zarr_array *a, const int64_t *shard_coord, shard
         index[index_bytes + (size_t)k] = (uint8_t)(crc >> (8 * k));
     }
     pieces[np++] = (piece){index, index_bytes + 4};
-    st = put_pieces(a->store, rel, pieces, np, err);
+    st = put_pieces(a->store, rel, pieces, np, true, err);
 done:
     free(pieces);
     free(index);
@@ -1110,7 +1229,7 @@ sp_status sp_zarr_array_write_chunk(sp_zarr_array *array, const int64_t index[3]
         st = sp_zarr_encode(a->spec.codec, a->spec.level, a->typesize, data, a->chunk_bytes, &enc,
                             &enc_len, err);
         if (st == SP_OK) {
-            st = put_file(s, rel, enc, enc_len, err);
+            st = put_file(s, rel, enc, enc_len, true, err);
         }
         free(enc);
     }
@@ -1127,7 +1246,7 @@ sp_status sp_zarr_store_write_json(sp_zarr_store *store, const char *relpath, co
         strcmp(relpath, SP_ZARR_COMPLETE) == 0) {
         return sp_err_set(err, SP_E_INVALID_ARG, "Zarr metadata: bad path \"%s\"", relpath);
     }
-    return put_file(store, relpath, json, strlen(json), err);
+    return put_file(store, relpath, json, strlen(json), false, err);
 }
 
 /* ---- finishing --------------------------------------------------------------------------------
@@ -1213,7 +1332,7 @@ static sp_status array_metadata(sp_zarr_array *a, sp_err *err) {
     } else {
         const char *file = sp->zarr_version == 2 ? ".zarray" : "zarr.json";
         rel = a->name[0] ? sp_strdup_printf("%s/%s", a->name, file) : strdup(file);
-        st = rel ? put_file(a->store, rel, b.s, b.len, err)
+        st = rel ? put_file(a->store, rel, b.s, b.len, false, err)
                  : sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
     free(rel);
@@ -1230,21 +1349,6 @@ static int entry_cmp(const void *x, const void *y) {
     return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* Flush everything written so far to stable storage before the manifest vouches for it. */
-static sp_status sync_store(const sp_zarr_store *s, sp_err *err) {
-    int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        return sp_err_set(err, SP_E_IO, "cannot open %s: %s", s->root, strerror(errno));
-    }
-    int r = syncfs(fd);
-    int e = errno;
-    close(fd);
-    if (r != 0) {
-        return sp_err_set(err, SP_E_IO, "cannot flush %s: %s", s->root, strerror(e));
-    }
-    return SP_OK;
-}
-
 sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err *err) {
     if (dataset_hash != NULL) {
         dataset_hash[0] = '\0';
@@ -1253,8 +1357,8 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
         return sp_err_set(err, SP_E_INVALID_ARG, "Zarr store: null");
     }
     sp_zarr_store *s = store;
-    sp_status st = SP_OK;
     strbuf m = {0};
+    sp_status st = flush_pending(s, err);
     /* No worker may still be writing: the caller has joined them, so no lock is needed. */
     for (sp_zarr_array *a = s->arrays; a != NULL && st == SP_OK; a = a->next) {
         if (a->written != a->total_chunks || a->nflight != 0) {
@@ -1285,7 +1389,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
         goto done;
     }
     piece manifest = {m.s ? m.s : "", m.len};
-    st = write_atomic(s, SP_ZARR_MANIFEST, &manifest, 1, err);
+    st = write_atomic(s, SP_ZARR_MANIFEST, &manifest, 1, false, err);
     if (st == SP_OK) {
         st = fsync_dir(s->root, err);
     }
@@ -1297,7 +1401,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     hash[64] = '\n';
     hash[65] = '\0';
     piece marker = {hash, 65};
-    st = write_atomic(s, SP_ZARR_COMPLETE, &marker, 1, err);
+    st = write_atomic(s, SP_ZARR_COMPLETE, &marker, 1, false, err);
     if (st == SP_OK) {
         st = fsync_dir(s->root, err);
     }
