@@ -254,6 +254,69 @@ SP_API sp_status sp_zarr_verify(const char *zarr_path, void (*report)(void *user
 SP_API sp_status sp_synth_write(const char *path, int64_t size, uint64_t seed, char *err,
                                 size_t err_len);
 
+/* ---- GPU (CUDA) backend ------------------------------------------------------------------
+ *
+ * Present in every build made where nvcc was found (SLIDEPIPE_CUDA=AUTO|ON|OFF); usable when a
+ * CUDA driver and device are present at run time. Without either, every call below fails
+ * cleanly (SP_E_UNSUPPORTED, with the reason) and the CPU path is unaffected. Device pointers
+ * are plain CUDA device addresses (cudaMalloc or sp_cuda_alloc). nvJPEG and cuFile are never
+ * linked: they are looked up at run time (dlopen) and used when found. */
+
+typedef struct sp_cuda_context sp_cuda_context;
+
+/* Number of usable CUDA devices (0 when none or when built without CUDA); when 0 and `why` is
+ * not NULL, a one-line reason goes there ("built without CUDA", "no CUDA driver", ...). */
+SP_API int sp_cuda_device_count(char *why, size_t why_len);
+
+/* Name, compute capability and memory of device `device`. */
+SP_API sp_status sp_cuda_device_info(int device, char *name, size_t name_len, int *cc_major,
+                                     int *cc_minor, uint64_t *memory_bytes);
+
+/* The run-time GPU libraries slidepipe looks for. */
+typedef enum sp_cuda_library { SP_CUDA_LIB_NVJPEG = 0, SP_CUDA_LIB_CUFILE = 1 } sp_cuda_library;
+
+/* Whether `library` was found and loaded (1) or not (0); `detail` receives its file and version,
+ * or why it was not found (searched: SLIDEPIPE_CUDA_LIBS, then the loader's usual path). */
+SP_API int sp_cuda_library_found(sp_cuda_library library, char *detail, size_t detail_len);
+
+/* A context on one device (-1: the device chosen by sp_cuda_default_device): a CUDA stream and
+ * two pinned host staging buffers, so that decoding the next band of a read overlaps the upload
+ * of the previous one. Use a context from one thread at a time (one context per thread for
+ * parallel reads). On failure *out is NULL and `err` says why. */
+SP_API sp_status sp_cuda_context_create(int device, sp_cuda_context **out, char *err,
+                                        size_t err_len);
+
+/* Free a context (NULL accepted). Device memory allocated through it must be freed before. */
+SP_API void sp_cuda_context_destroy(sp_cuda_context *ctx);
+
+/* The device a context uses. */
+SP_API int sp_cuda_context_device(const sp_cuda_context *ctx);
+
+/* The message of the context's last failure ("" when none). */
+SP_API const char *sp_cuda_context_error(const sp_cuda_context *ctx);
+
+/* The device a process should use when it has not said: SLIDEPIPE_CUDA_DEVICE if set, else the
+ * node-local rank of an MPI or Slurm job (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...) modulo
+ * the device count, else 0. -1 when there is no usable device. */
+SP_API int sp_cuda_default_device(void);
+
+/* Allocate / free device memory on the context's device; copy device memory to the host
+ * (synchronous). */
+SP_API sp_status sp_cuda_alloc(sp_cuda_context *ctx, size_t bytes, void **device_ptr);
+SP_API void sp_cuda_free(sp_cuda_context *ctx, void *device_ptr);
+SP_API sp_status sp_cuda_copy_to_host(sp_cuda_context *ctx, void *host, const void *device_ptr,
+                                      size_t bytes);
+
+/* sp_slide_read_region into device memory: the same pixels, with `dst_device` a device pointer
+ * (rows of `stride` bytes). The region is decoded in bands into pinned staging and uploaded
+ * asynchronously, the next band decoding while the previous one uploads; the call returns when
+ * the pixels are on the device. On failure the destination area is zeroed and the slide's or
+ * the context's error says why. */
+SP_API sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide,
+                                     sp_pixel_format format, void *dst_device, int64_t stride,
+                                     int32_t level, int64_t x, int64_t y, int64_t width,
+                                     int64_t height);
+
 #ifdef __cplusplus
 }
 #endif

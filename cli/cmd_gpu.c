@@ -1,0 +1,93 @@
+/* cmd_gpu.c — `slidepipe gpu [--json]`: what the GPU backend can use on this machine: whether
+ * the build has it, the CUDA devices (name, compute capability, memory), the device this process
+ * would pick (SLIDEPIPE_CUDA_DEVICE or the MPI/Slurm local rank), and whether the run-time
+ * libraries nvJPEG and cuFile were found. Always exits 0 when it could answer: having no GPU is
+ * an answer, not an error. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char USAGE[] = "slidepipe gpu [--json]";
+
+/* Print a JSON string literal (the texts here are library names and paths). */
+static void json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            printf("\\%c", c);
+        } else if (c < 0x20) {
+            printf("\\u%04x", c);
+        } else {
+            putchar(c);
+        }
+    }
+    putchar('"');
+}
+
+int cmd_gpu(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    bool json = false;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
+        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc) {
+        return cli_usage_error(USAGE, "unexpected argument '%s'", argv[optind]);
+    }
+    char why[300];
+    int n = sp_cuda_device_count(why, sizeof why);
+    static const char *const LIB_NAMES[] = {"nvjpeg", "cufile"};
+    char detail[2][1500];
+    int found[2];
+    for (int i = 0; i < 2; i++) {
+        found[i] = sp_cuda_library_found((sp_cuda_library)i, detail[i], sizeof detail[i]);
+    }
+    if (json) {
+        printf("{\"devices\": [");
+    } else if (n == 0) {
+        printf("GPU: none (%s)\n", why);
+    }
+    for (int d = 0; d < n; d++) {
+        char name[256] = "";
+        int major = 0, minor = 0;
+        uint64_t mem = 0;
+        sp_cuda_device_info(d, name, sizeof name, &major, &minor, &mem);
+        if (json) {
+            printf("%s{\"index\": %d, \"name\": ", d ? ", " : "", d);
+            json_string(name);
+            printf(", \"compute_capability\": \"%d.%d\", \"memory_bytes\": %llu}", major, minor,
+                   (unsigned long long)mem);
+        } else {
+            printf("GPU %d: %s, compute capability %d.%d, %.1f GiB\n", d, name, major, minor,
+                   (double)mem / (1 << 30));
+        }
+    }
+    int chosen = sp_cuda_default_device();
+    if (json) {
+        printf("], \"default_device\": %d, \"reason\": ", chosen);
+        json_string(n == 0 ? why : "");
+        for (int i = 0; i < 2; i++) {
+            printf(", \"%s\": {\"found\": %s, \"detail\": ", LIB_NAMES[i],
+                   found[i] ? "true" : "false");
+            json_string(detail[i]);
+            printf("}");
+        }
+        printf("}\n");
+    } else {
+        if (n > 0) {
+            printf("default device: %d\n", chosen);
+        }
+        printf("nvJPEG: %s\ncuFile: %s\n", detail[0], detail[1]);
+    }
+    return CLI_OK;
+}

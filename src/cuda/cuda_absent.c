@@ -1,0 +1,75 @@
+/* cuda_absent.c — the GPU API of a build made without the CUDA backend (no nvcc, or
+ * SLIDEPIPE_CUDA=OFF): every call answers that there is no GPU, cleanly, so that programs
+ * written for both paths run unchanged on the CPU. Built instead of the other files here. */
+#include <stdio.h>
+
+#include "cuda/cuda_testing.h"
+#include "slidepipe.h"
+
+static const char WHY[] = "slidepipe was built without the CUDA backend (SLIDEPIPE_CUDA=OFF or "
+                          "no nvcc at build time)";
+
+static void put(char *dst, size_t len) {
+    if (dst != NULL && len > 0) {
+        snprintf(dst, len, "%s", WHY);
+    }
+}
+
+int sp_cuda_device_count(char *why, size_t why_len) {
+    put(why, why_len);
+    return 0;
+}
+
+sp_status sp_cuda_device_info(int device, char *name, size_t name_len, int *cc_major,
+                              int *cc_minor, uint64_t *memory_bytes) {
+    return SP_E_UNSUPPORTED;
+}
+
+int sp_cuda_library_found(sp_cuda_library library, char *detail, size_t detail_len) {
+    put(detail, detail_len);
+    return 0;
+}
+
+sp_status sp_cuda_context_create(int device, sp_cuda_context **out, char *err, size_t err_len) {
+    if (out != NULL) {
+        *out = NULL;
+    }
+    put(err, err_len);
+    return SP_E_UNSUPPORTED;
+}
+
+void sp_cuda_context_destroy(sp_cuda_context *ctx) {}
+
+int sp_cuda_context_device(const sp_cuda_context *ctx) {
+    return -1;
+}
+
+const char *sp_cuda_context_error(const sp_cuda_context *ctx) {
+    return WHY;
+}
+
+int sp_cuda_default_device(void) {
+    return -1;
+}
+
+sp_status sp_cuda_alloc(sp_cuda_context *ctx, size_t bytes, void **device_ptr) {
+    if (device_ptr != NULL) {
+        *device_ptr = NULL;
+    }
+    return SP_E_UNSUPPORTED;
+}
+
+void sp_cuda_free(sp_cuda_context *ctx, void *device_ptr) {}
+
+sp_status sp_cuda_copy_to_host(sp_cuda_context *ctx, void *host, const void *device_ptr,
+                               size_t bytes) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                              void *dst_device, int64_t stride, int32_t level, int64_t x, int64_t y,
+                              int64_t width, int64_t height) {
+    return SP_E_UNSUPPORTED;
+}
+
+void sp_cuda_context_set_band_bytes(sp_cuda_context *ctx, size_t bytes) {}

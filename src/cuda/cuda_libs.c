@@ -1,0 +1,101 @@
+/* cuda_libs.c — finding the GPU libraries that slidepipe uses but never links: nvJPEG (JPEG
+ * decoding on the GPU) and cuFile (GPUDirect Storage). Each is looked for once per process, in
+ * SLIDEPIPE_CUDA_LIBS (a folder, e.g. a pip wheel's nvidia/nvjpeg/lib) and then wherever the
+ * dynamic loader looks, under the sonames of the CUDA 13 and 12 releases. What was found (file,
+ * version) or why not is kept for `slidepipe gpu` and for the paths that use them. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slidepipe.h"
+
+typedef struct gpu_library {
+    const char *label;
+    const char *sonames[4];
+    const char *probe;  /* a symbol that must be there */
+    void *handle;
+    char detail[1400];
+} gpu_library;
+
+static gpu_library LIBRARIES[] = {
+    [SP_CUDA_LIB_NVJPEG] = {"nvJPEG",
+                            {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so", NULL},
+                            "nvjpegCreateEx", NULL, ""},
+    [SP_CUDA_LIB_CUFILE] = {"cuFile",
+                            {"libcufile.so.0", "libcufile.so", NULL, NULL},
+                            "cuFileHandleRegister", NULL, ""},
+};
+static pthread_once_t LOOKED = PTHREAD_ONCE_INIT;
+
+/* nvjpegGetProperty(MAJOR_VERSION = 0 / MINOR_VERSION = 1 / PATCH_LEVEL = 2, int *). */
+typedef int (*nvjpeg_get_property_fn)(int type, int *value);
+
+static void describe_version(gpu_library *lib, const char *file) {
+    nvjpeg_get_property_fn get = NULL;
+    if (lib == &LIBRARIES[SP_CUDA_LIB_NVJPEG]) {
+        *(void **)&get = dlsym(lib->handle, "nvjpegGetProperty");
+    }
+    int v[3] = {0, 0, 0};
+    if (get != NULL && get(0, &v[0]) == 0 && get(1, &v[1]) == 0 && get(2, &v[2]) == 0) {
+        snprintf(lib->detail, sizeof lib->detail, "%.1024s %d.%d.%d", file, v[0], v[1], v[2]);
+    } else {
+        snprintf(lib->detail, sizeof lib->detail, "%.1024s", file);
+    }
+}
+
+static void look_for(gpu_library *lib) {
+    const char *folder = getenv("SLIDEPIPE_CUDA_LIBS");
+    char path[1024];
+    const char *last_error = "not found";
+    for (int pass = 0; pass < 2 && lib->handle == NULL; pass++) {
+        if (pass == 0 && (folder == NULL || *folder == '\0')) {
+            continue;
+        }
+        for (int i = 0; lib->sonames[i] != NULL && lib->handle == NULL; i++) {
+            if (pass == 0) {
+                snprintf(path, sizeof path, "%s/%s", folder, lib->sonames[i]);
+            } else {
+                snprintf(path, sizeof path, "%s", lib->sonames[i]);
+            }
+            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (h == NULL) {
+                last_error = dlerror();
+                continue;
+            }
+            if (dlsym(h, lib->probe) == NULL) {
+                last_error = "a library of that name without the expected functions";
+                dlclose(h);
+                continue;
+            }
+            lib->handle = h;
+            describe_version(lib, path);
+        }
+    }
+    if (lib->handle == NULL) {
+        snprintf(lib->detail, sizeof lib->detail, "%s not found (%s)", lib->label,
+                 last_error ? last_error : "not found");
+    }
+}
+
+static void look_for_all(void) {
+    for (size_t i = 0; i < sizeof LIBRARIES / sizeof LIBRARIES[0]; i++) {
+        look_for(&LIBRARIES[i]);
+    }
+}
+
+int sp_cuda_library_found(sp_cuda_library library, char *detail, size_t detail_len) {
+    if ((unsigned)library >= sizeof LIBRARIES / sizeof LIBRARIES[0]) {
+        if (detail != NULL && detail_len > 0) {
+            snprintf(detail, detail_len, "unknown library");
+        }
+        return 0;
+    }
+    pthread_once(&LOOKED, look_for_all);
+    const gpu_library *lib = &LIBRARIES[library];
+    if (detail != NULL && detail_len > 0) {
+        snprintf(detail, detail_len, "%s", lib->detail);
+    }
+    return lib->handle != NULL;
+}

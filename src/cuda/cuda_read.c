@@ -1,0 +1,80 @@
+/* cuda_read.c — region reads into device memory on the CPU decode path: the region is split into
+ * bands of rows that fit a pinned staging buffer; band i is decoded by sp_slide_read_region into
+ * staging[i % 2] and uploaded with an asynchronous 2-D copy, so the CPU decodes band i+1 while
+ * the copy engine moves band i. An event per buffer keeps a buffer from being refilled before
+ * its upload has finished. On any failure the destination area is zeroed on the device. */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/level_coords.h"
+#include "cuda/cuda_internal.h"
+
+/* Zero the w-byte x h destination rows after a failure (best effort: the error is already set). */
+static void zero_device_area(sp_cuda_context *ctx, void *dst, int64_t stride, size_t row_bytes,
+                             int64_t h) {
+    cudaMemset2DAsync(dst, (size_t)stride, 0, row_bytes, (size_t)h, ctx->stream);
+    cudaStreamSynchronize(ctx->stream);
+}
+
+sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                              void *dst_device, int64_t stride, int32_t level, int64_t x, int64_t y,
+                              int64_t width, int64_t height) {
+    int bpp = sp_pixel_format_bytes(format);
+    if (ctx == NULL || slide == NULL || dst_device == NULL || bpp == 0 || width <= 0 ||
+        height <= 0 || width > INT64_MAX / 4 || stride < width * bpp) {
+        return SP_E_INVALID_ARG;
+    }
+    size_t row_bytes = (size_t)width * (size_t)bpp;
+    if (row_bytes > ctx->band_bytes) {
+        snprintf(ctx->message, sizeof ctx->message,
+                 "a row of %lld pixels is wider than the %zu-byte staging buffer",
+                 (long long)width, ctx->band_bytes);
+        return SP_E_LIMIT;
+    }
+    double downsample = 1.0;
+    sp_status st = sp_slide_level_downsample(slide, level, &downsample);
+    if (st != SP_OK) {
+        return st;
+    }
+    cudaError_t e = cudaSetDevice(ctx->device);
+    if (e != cudaSuccess) {
+        return sp_cuda_fail(ctx, e, "cannot select the CUDA device");
+    }
+    ctx->message[0] = '\0';
+    int64_t band = (int64_t)(ctx->band_bytes / row_bytes);
+    int64_t first_row = (int64_t)floor((double)y / downsample);
+    uint8_t *dst = dst_device;
+    for (int64_t row = 0, i = 0; row < height && st == SP_OK; row += band, i++) {
+        int64_t rows = height - row < band ? height - row : band;
+        int b = (int)(i % 2);
+        e = cudaEventSynchronize(ctx->uploaded[b]); /* this buffer's previous upload is done */
+        if (e != cudaSuccess) {
+            st = sp_cuda_fail(ctx, e, "waiting for an upload failed");
+            break;
+        }
+        int64_t band_y = row == 0 ? y : sp_level0_coord(first_row + row, downsample);
+        st = sp_slide_read_region(slide, format, ctx->staging[b], (int64_t)row_bytes, level, x,
+                                  band_y, width, rows);
+        if (st != SP_OK) {
+            break;
+        }
+        e = cudaMemcpy2DAsync(dst + row * stride, (size_t)stride, ctx->staging[b], row_bytes,
+                              row_bytes, (size_t)rows, cudaMemcpyHostToDevice, ctx->stream);
+        if (e == cudaSuccess) {
+            e = cudaEventRecord(ctx->uploaded[b], ctx->stream);
+        }
+        if (e != cudaSuccess) {
+            st = sp_cuda_fail(ctx, e, "uploading a band failed");
+        }
+    }
+    if (st == SP_OK) {
+        e = cudaStreamSynchronize(ctx->stream);
+        if (e != cudaSuccess) {
+            st = sp_cuda_fail(ctx, e, "uploading the region failed");
+        }
+    }
+    if (st != SP_OK) {
+        zero_device_area(ctx, dst_device, stride, row_bytes, height);
+    }
+    return st;
+}

@@ -1,0 +1,14 @@
+/* cuda_testing.h — internal knobs of the CUDA backend for tests, declared in both builds (with
+ * and without CUDA) so that tests compile either way. */
+#ifndef SP_CUDA_CUDA_TESTING_H
+#define SP_CUDA_CUDA_TESTING_H
+
+#include <stddef.h>
+
+#include "slidepipe.h"
+
+/* Use bands of at most `bytes` for region uploads (default and maximum: the staging size), so
+ * that tests exercise many bands with small regions. */
+void sp_cuda_context_set_band_bytes(sp_cuda_context *ctx, size_t bytes);
+
+#endif

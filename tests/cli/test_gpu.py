@@ -1,0 +1,71 @@
+"""The GPU backend seen from the command line: `slidepipe gpu` always answers (a machine without a
+GPU is an answer, not an error), the run-time libraries are found where SLIDEPIPE_CUDA_LIBS points
+and reported missing otherwise, and `region --device cuda` either gives the CPU's bytes exactly
+(with a GPU) or fails with one clear line and exit 1 (without one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+SLIDE = "aperio/CMU-1-Small-Region.svs"
+
+
+def gpu_report(sp_bin, env=None) -> dict:
+    proc = subprocess.run([str(sp_bin), "gpu", "--json"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_gpu_report_shape(slidepipe_bin):
+    report = gpu_report(slidepipe_bin)
+    assert set(report) >= {"devices", "default_device", "reason", "nvjpeg", "cufile"}
+    if report["devices"]:
+        assert 0 <= report["default_device"] < len(report["devices"])
+        for d in report["devices"]:
+            assert d["name"] and d["memory_bytes"] > 0
+    else:
+        assert report["default_device"] == -1
+        assert report["reason"], "no devices must come with a reason"
+
+
+def test_gpu_libraries_not_found_are_reported(slidepipe_bin, tmp_path):
+    env = dict(os.environ, SLIDEPIPE_CUDA_LIBS=str(tmp_path), LD_LIBRARY_PATH=str(tmp_path))
+    report = gpu_report(slidepipe_bin, env)
+    for lib in ("nvjpeg", "cufile"):
+        if report[lib]["found"]:
+            # Installed system-wide on this machine: then it must say where it came from.
+            assert "/" in report[lib]["detail"] or ".so" in report[lib]["detail"]
+        else:
+            assert report[lib]["detail"]
+
+
+def region_args(testdata, out, device):
+    return ["region", testdata / SLIDE, "--level", 0, "--x", 301, "--y", 77, "--width", 900,
+            "--height", 700, "-o", out, "--device", device]
+
+
+def test_region_device_cuda(run, testdata, slidepipe_bin, tmp_path):
+    report = gpu_report(slidepipe_bin)
+    cpu = tmp_path / "cpu.rgba"
+    proc = run(region_args(testdata, cpu, "cpu"))
+    assert proc.returncode == 0, proc.stderr
+    gpu = tmp_path / "gpu.rgba"
+    proc = run(region_args(testdata, gpu, "cuda"))
+    if not report["devices"]:
+        assert proc.returncode == 1
+        assert proc.stderr.startswith("slidepipe: --device cuda: ") and proc.stderr.count("\n") == 1
+        assert not gpu.exists()
+        pytest.skip(f"no GPU here ({report['reason']}): device pixels not compared")
+    assert proc.returncode == 0, proc.stderr
+    assert gpu.read_bytes() == cpu.read_bytes()
+
+
+def test_region_device_usage_error(run, testdata, tmp_path):
+    proc = run(region_args(testdata, tmp_path / "x.rgba", "tpu"))
+    assert proc.returncode == 2
+    assert "--device is cpu or cuda" in proc.stderr

@@ -1,0 +1,122 @@
+/* test_cuda.c — the GPU backend's contract. Everywhere: the level-coordinate mapping that bands
+ * rely on, and that a machine without a GPU (or a build without CUDA) gets clean refusals, never
+ * a crash. With a GPU: region reads into device memory, split into many bands, equal the CPU
+ * reads byte for byte on real slides (RGBA8 and RGB8, padded strides, regions crossing the level's
+ * edge, levels with fractional downsamples). Without one the device checks are reported skipped. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/level_coords.h"
+#include "cuda/cuda_testing.h"
+#include "slidepipe.h"
+#include "unit.h"
+
+static void test_level0_coord(void) {
+    static const double DS[] = {1.0, 2.0, 4.0, 4.000244140625, 3.9998, 16.003, 1.5, 7.3, 32.0};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof DS / sizeof DS[0]; i++) {
+        for (int64_t t = -50; t < 20000; t += (t < 100 ? 1 : 97)) {
+            int64_t c = sp_level0_coord(t, DS[i]);
+            if (floor((double)c / DS[i]) != (double)t || floor((double)(c - 1) / DS[i]) >= (double)t) {
+                bad++;
+            }
+        }
+        int64_t big = (int64_t)1 << 40;
+        int64_t c = sp_level0_coord(big, DS[i]);
+        bad += floor((double)c / DS[i]) != (double)big;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+static void test_without_gpu(void) {
+    char why[300] = "";
+    sp_cuda_context *ctx = (sp_cuda_context *)1;
+    char err[300] = "";
+    CHECK_EQ_INT(sp_cuda_context_create(0, &ctx, err, sizeof err), SP_E_UNSUPPORTED);
+    CHECK(ctx == NULL);
+    CHECK(strstr(err, "CUDA") != NULL);
+    CHECK_EQ_INT(sp_cuda_device_count(why, sizeof why), 0);
+    CHECK(strlen(why) > 0);
+    CHECK_EQ_INT(sp_cuda_default_device(), -1);
+    void *p = (void *)1;
+    CHECK(sp_cuda_alloc(NULL, 16, &p) != SP_OK && p == NULL);
+    CHECK(sp_cuda_read_region(NULL, NULL, SP_PIXEL_RGBA8, NULL, 0, 0, 0, 0, 1, 1) != SP_OK);
+    sp_cuda_context_destroy(NULL);
+    printf("note: no usable GPU (%s): device reads not tested here\n", why);
+}
+
+/* Read one region on the CPU and through the GPU (bands of `band_rows` rows) and compare. */
+static void compare_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format fmt,
+                           int32_t level, int64_t x, int64_t y, int64_t w, int64_t h,
+                           int64_t band_rows) {
+    int bpp = sp_pixel_format_bytes(fmt);
+    int64_t stride = w * bpp + 12; /* a padded stride, as a pitched allocation would have */
+    size_t bytes = (size_t)(stride * h);
+    uint8_t *cpu = calloc(1, bytes), *gpu = malloc(bytes);
+    void *dev = NULL;
+    CHECK(cpu != NULL && gpu != NULL);
+    CHECK_EQ_INT(sp_slide_read_region(slide, fmt, cpu, stride, level, x, y, w, h), SP_OK);
+    CHECK_EQ_INT(sp_cuda_alloc(ctx, bytes, &dev), SP_OK);
+    sp_cuda_context_set_band_bytes(ctx, (size_t)(band_rows * w * bpp));
+    CHECK_EQ_INT(sp_cuda_read_region(ctx, slide, fmt, dev, stride, level, x, y, w, h), SP_OK);
+    CHECK_EQ_INT(sp_cuda_copy_to_host(ctx, gpu, dev, bytes), SP_OK);
+    int64_t differing = 0;
+    for (int64_t r = 0; r < h; r++) {
+        differing += memcmp(cpu + r * stride, gpu + r * stride, (size_t)(w * bpp)) != 0;
+    }
+    CHECK_EQ_INT(differing, 0);
+    sp_cuda_free(ctx, dev);
+    free(cpu);
+    free(gpu);
+}
+
+static void test_device_reads(const char *data, int devices) {
+    static const char *const SLIDES[] = {"aperio/CMU-1-Small-Region.svs",
+                                         "aperio/tcga-cr-7395-01a-01-ts1.svs",
+                                         "generic-tiff/tiff_tiled_ycbcr_jpeg_2x2_sampling.tif"};
+    sp_cuda_context *ctx = NULL;
+    char err[300];
+    CHECK_EQ_INT(sp_cuda_context_create(-1, &ctx, err, sizeof err), SP_OK);
+    CHECK(sp_cuda_context_device(ctx) >= 0 && sp_cuda_context_device(ctx) < devices);
+    for (size_t i = 0; ctx != NULL && i < sizeof SLIDES / sizeof SLIDES[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", data, SLIDES[i]);
+        sp_slide *slide = NULL;
+        if (sp_slide_open(path, &slide, err, sizeof err) != SP_OK) {
+            fprintf(stderr, "cannot open %s: %s\n", path, err);
+            CHECK(0);
+            continue;
+        }
+        for (int32_t level = 0; level < sp_slide_level_count(slide); level++) {
+            int64_t w, h;
+            double ds;
+            sp_slide_level_dimensions(slide, level, &w, &h);
+            sp_slide_level_downsample(slide, level, &ds);
+            int64_t rw = w < 700 ? w : 700, rh = h < 900 ? h : 900;
+            compare_region(ctx, slide, SP_PIXEL_RGBA8, level, 0, 0, rw, rh, 37);
+            compare_region(ctx, slide, SP_PIXEL_RGB8, level, 0, 0, rw, rh, 64);
+            /* crossing the bottom-right edge, from an odd level-0 origin */
+            int64_t x = (int64_t)((double)(w - rw / 2) * ds) + 3, y = (int64_t)((double)(h - rh / 2) * ds) + 1;
+            compare_region(ctx, slide, SP_PIXEL_RGBA8, level, x, y, rw, rh, 13);
+        }
+        sp_slide_close(slide);
+    }
+    sp_cuda_context_destroy(ctx);
+}
+
+void unit_run(void) {
+    test_level0_coord();
+    char why[300];
+    int devices = sp_cuda_device_count(why, sizeof why);
+    if (devices == 0) {
+        test_without_gpu();
+        return;
+    }
+    const char *data = unit_testdata();
+    if (data == NULL) {
+        unit_skip("shared test data absent: device reads not tested");
+        return;
+    }
+    test_device_reads(data, devices);
+}
