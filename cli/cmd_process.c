@@ -142,7 +142,8 @@ int cmd_process(int argc, char **argv) {
         int levels = (int)sp_slide_level_count(slide);
         sp_slide_close(slide);
         sp_process_options_destroy(options);
-        return cli_fail("%s: level %d does not exist (the slide has %d)", in, (int)level, levels);
+        return cli_usage_error(USAGE, "level %d does not exist (the slide has %d)", (int)level,
+                               levels);
     }
     cli_progress ps = {0};
     ps.label = "processing";

@@ -199,13 +199,15 @@ def test_runtime_errors(run, testdata, synth_slide, tmp_path):
     cases = [
         (testdata / "robustness" / "unopenable.tiff", ["--op", "sobel"]),
         (tmp_path / "missing.svs", ["--op", "sobel"]),
-        (synth_slide, ["--op", "sobel", "--level", "9"]),
     ]
     for slide, args in cases:
         proc = run(["process", slide, tmp_path / "out.zarr", *args])
         assert proc.returncode == 1, describe(proc)
         lines = proc.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("slidepipe: "), describe(proc)
+    # A level the slide does not have is a usage error, as for `slidepipe region`.
+    proc = run(["process", synth_slide, tmp_path / "out.zarr", "--op", "sobel", "--level", "9"])
+    assert proc.returncode == 2 and "level 9 does not exist" in proc.stderr, describe(proc)
     # An output folder that already holds something is not overwritten.
     busy = tmp_path / "busy.zarr"
     busy.mkdir()
