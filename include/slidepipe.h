@@ -257,9 +257,9 @@ SP_API sp_status sp_synth_write(const char *path, int64_t size, uint64_t seed, c
 /* ---- Processing a level tile by tile (the engine) --------------------------------------- */
 
 /* Options of sp_process_to_zarr, through setters like sp_convert_options.
- * Defaults: level 0, 1024 x 1024 chunks, OME-Zarr 0.4 (Zarr v2), blosc-lz4 with shuffle at
- * level 5 (float32 output is four times the input's bytes; lz4 on shuffled bytes keeps up with
- * the filters, see docs/ops.md), threads = two per core (at most 32), input tiles in flight =
+ * Defaults: level 0, 1024 x 1024 chunks, OME-Zarr 0.4 (Zarr v2), blosc-lz4 with byte shuffle at
+ * codec level 1 (float32 output is four times the input's bytes, so the codec's speed matters
+ * more than its ratio; see docs/ops.md), threads = two per core (at most 32), input tiles in flight =
  * 2 x threads, tile mode. */
 typedef struct sp_process_options sp_process_options;
 
@@ -267,7 +267,8 @@ typedef enum sp_process_option {
     SP_PROCESS_LEVEL = 0,       /* the slide level to process, 0 .. levels - 1 */
     SP_PROCESS_CHUNK = 1,       /* output chunk (and tile) side in pixels, 16 .. 4096 */
     SP_PROCESS_CODEC = 2,       /* an sp_zarr_codec */
-    SP_PROCESS_CODEC_LEVEL = 3, /* codec level (zstd 1..22, blosc/gzip 1..9); 0 = default */
+    SP_PROCESS_CODEC_LEVEL = 3, /* codec level (zstd 1..22, blosc/gzip 1..9); 0 = the codec's
+                                   own default; process's default is 1 */
     SP_PROCESS_FORMAT = 4,      /* SP_ZARR_OME_04 (Zarr v2) or SP_ZARR_OME_05 (Zarr v3) */
     SP_PROCESS_THREADS = 5,     /* worker threads, 0 = two per core (at most 32) */
     SP_PROCESS_IN_FLIGHT = 6,   /* input tiles held at once, 0 = 2 x threads */

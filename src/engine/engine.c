@@ -54,6 +54,7 @@ typedef struct engine {
     void *whole_out;    /* channels planes of W x H */
     atomic_llong next_task;
     int64_t n_tasks;
+    int64_t read_rows; /* level rows per read task */
     void (*task)(struct engine *e, int64_t t, float *scratch, uint8_t *chunk);
 } engine;
 
@@ -377,28 +378,19 @@ static sp_status global_phase(engine *e, int64_t n, void (*task)(engine *, int64
     return SP_OK;
 }
 
-/* Task t: read rows [t S, (t + 1) S) of the padded whole-level buffer. */
+/* Task t: read level rows [t R, (t + 1) R) into the padded whole-level buffer, R = the level's
+ * storage tile height (read_rows), so every storage tile is decoded once; the border columns are
+ * reflected here, the border rows once all rows are in (see run_global). */
 static void global_read(engine *e, int64_t t, float *scratch, uint8_t *chunk) {
     (void)scratch;
     (void)chunk;
     const geometry *g = &e->g;
-    int64_t bw = g->width + 2 * g->halo, bh = g->height + 2 * g->halo;
-    int64_t y0 = t * GLOBAL_STRIPE, rows = bh - y0 < GLOBAL_STRIPE ? bh - y0 : GLOBAL_STRIPE;
-    /* Rows of the border are reflections of level rows: read the level rows only, and let the
-     * last task fill the border from them once all are in (see run_global). */
-    int64_t ly0 = y0 - g->halo, ly1 = ly0 + rows;
-    if (ly0 < 0) {
-        ly0 = 0;
-    }
-    if (ly1 > g->height) {
-        ly1 = g->height;
-    }
-    if (ly0 >= ly1) {
-        return;
-    }
+    int64_t bw = g->width + 2 * g->halo;
+    int64_t y0 = t * e->read_rows;
+    int64_t rows = g->height - y0 < e->read_rows ? g->height - y0 : e->read_rows;
     sp_err err = {0};
-    uint8_t *row0 = e->whole + (ly0 + g->halo) * bw * 3;
-    if (read_block(e, row0, bw * 3, -g->halo, ly0, bw, ly1 - ly0, &err) != SP_OK) {
+    uint8_t *row0 = e->whole + (y0 + g->halo) * bw * 3;
+    if (read_block(e, row0, bw * 3, -g->halo, y0, bw, rows, &err) != SP_OK) {
         fail(e, &err);
     }
 }
@@ -478,7 +470,10 @@ static sp_status run_global(engine *e, uint64_t *bytes, sp_err *err) {
                           (long long)g->height);
     }
     *bytes = in_bytes + out_bytes;
-    sp_status st = global_phase(e, (bh + GLOBAL_STRIPE - 1) / GLOBAL_STRIPE, global_read, err);
+    int64_t tw = 0, th = 0;
+    sp_slide_level_tile_size(e->job->slide, e->job->level, &tw, &th);
+    e->read_rows = th >= 16 && th <= 4096 ? th : 256;
+    sp_status st = global_phase(e, (g->height + e->read_rows - 1) / e->read_rows, global_read, err);
     if (st != SP_OK) {
         return st;
     }
