@@ -28,8 +28,8 @@ typedef struct geometry {
     double downsample;
     int64_t chunk, cols, rows, tiles;
     int halo;
-    size_t elem;         /* bytes per output element */
-    size_t chunk_bytes;  /* channels x chunk x chunk x elem */
+    size_t elem;        /* bytes per output element */
+    size_t chunk_bytes; /* channels x chunk x chunk x elem */
 } geometry;
 
 typedef struct slot {
@@ -50,8 +50,8 @@ typedef struct engine {
     sp_err err;
     bool failed;
     /* global mode */
-    uint8_t *whole;     /* (W + 2 halo) x (H + 2 halo) RGB8 */
-    void *whole_out;    /* channels planes of W x H */
+    uint8_t *whole;  /* (W + 2 halo) x (H + 2 halo) RGB8 */
+    void *whole_out; /* channels planes of W x H */
     atomic_llong next_task;
     int64_t n_tasks;
     int64_t read_rows; /* level rows per read task */
@@ -177,8 +177,8 @@ static void *tile_worker(void *arg) {
     engine *e = arg;
     const geometry *g = &e->g;
     const sp_op *op = e->job->op;
-    size_t nscratch = op->scratch_floats ? op->scratch_floats(&e->job->params, g->chunk, g->chunk)
-                                         : 0;
+    size_t nscratch =
+        op->scratch_floats ? op->scratch_floats(&e->job->params, g->chunk, g->chunk) : 0;
     float *scratch = nscratch ? malloc(nscratch * sizeof(float)) : NULL;
     uint8_t *chunk = malloc(g->chunk_bytes);
     if ((nscratch && scratch == NULL) || chunk == NULL) {
@@ -231,13 +231,17 @@ static void *tile_worker(void *arg) {
             tile_rect(g, free_slot->tile, &x0, &y0, &w, &h);
             int64_t bw = w + 2 * g->halo, bh = h + 2 * g->halo;
             sp_err err = {0};
-            sp_status st = read_block(e, free_slot->pixels, bw * 3, x0 - g->halo, y0 - g->halo,
-                                      bw, bh, &err);
+            sp_status st =
+                read_block(e, free_slot->pixels, bw * 3, x0 - g->halo, y0 - g->halo, bw, bh, &err);
             if (st != SP_OK) {
                 fail(e, &err);
             }
             pthread_mutex_lock(&e->lock);
-            free_slot->state = SLOT_READY;
+            /* A tile that could not be read is never computed: its slot goes back. */
+            free_slot->state = st == SP_OK ? SLOT_READY : SLOT_FREE;
+            if (st != SP_OK) {
+                e->held--;
+            }
             pthread_cond_broadcast(&e->changed);
             continue;
         }
@@ -362,9 +366,8 @@ static void *global_worker(void *arg) {
     return NULL;
 }
 
-static sp_status global_phase(engine *e, int64_t n, void (*task)(engine *, int64_t, float *,
-                                                                  uint8_t *),
-                              sp_err *err) {
+static sp_status global_phase(engine *e, int64_t n,
+                              void (*task)(engine *, int64_t, float *, uint8_t *), sp_err *err) {
     atomic_store(&e->next_task, 0);
     e->n_tasks = n;
     e->task = task;
@@ -432,9 +435,10 @@ static void global_sink(engine *e, int64_t t, float *scratch, uint8_t *chunk) {
     int channels = e->job->op->channels;
     for (int c = 0; c < channels; c++) {
         for (int64_t y = 0; y < h; y++) {
-            const uint8_t *src = (const uint8_t *)e->whole_out +
-                                 ((size_t)c * (size_t)(g->width * g->height) +
-                                  (size_t)((y0 + y) * g->width + x0)) * g->elem;
+            const uint8_t *src =
+                (const uint8_t *)e->whole_out +
+                ((size_t)c * (size_t)(g->width * g->height) + (size_t)((y0 + y) * g->width + x0)) *
+                    g->elem;
             memcpy(chunk + ((size_t)c * (size_t)(g->chunk * g->chunk) + (size_t)(y * g->chunk)) *
                                g->elem,
                    src, (size_t)w * g->elem);

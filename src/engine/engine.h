@@ -8,8 +8,9 @@
  * d c b a | a b c d | d c b a), runs the op and hands the finished chunk to the sink. At most
  * `in_flight` input tiles exist at once; workers prefer computing a tile that has been read over
  * reading a new one, and read the next tiles while others compute, so reading and decoding tile
- * N+1 overlaps computing tile N. Because every op computes each pixel from its input alone with
- * the same arithmetic, the tile-wise result equals the whole-level result bit for bit.
+ * N+1 overlaps computing tile N (with two workers or more; the default is two per core).
+ * Because every op computes each pixel from its input alone with the same arithmetic, the
+ * tile-wise result equals the whole-level result bit for bit.
  *
  * The global mode is the baseline the tile engine is measured against: it reads the whole level
  * (plus reflected border) into memory, runs the op over it at once (split into row stripes, one
@@ -37,10 +38,10 @@ typedef struct sp_engine_job {
     int32_t level;
     const sp_op *op;
     sp_op_params params;
-    int64_t chunk;     /* output tile side, >= 1 */
-    int threads;       /* workers, >= 1 */
-    int in_flight;     /* input tiles held at once; 0 = 2 x threads */
-    bool global;       /* the whole-level baseline instead of tiles */
+    int64_t chunk; /* output tile side, >= 1 */
+    int threads;   /* workers, >= 1 */
+    int in_flight; /* input tiles held at once; 0 = 2 x threads */
+    bool global;   /* the whole-level baseline instead of tiles */
     sp_engine_sink_fn sink;
     void *sink_ctx;
     sp_progress_fn progress; /* may be NULL; called from the calling thread */
@@ -49,9 +50,9 @@ typedef struct sp_engine_job {
 
 /* What a run held, for tests and benchmarks. */
 typedef struct sp_engine_stats {
-    int64_t tiles;          /* chunks handed to the sink */
-    int64_t max_in_flight;  /* most input tiles held at once (tile mode) */
-    uint64_t buffer_bytes;  /* bytes of pixel buffers allocated by the engine */
+    int64_t tiles;         /* chunks handed to the sink */
+    int64_t max_in_flight; /* most input tiles held at once (tile mode) */
+    uint64_t buffer_bytes; /* bytes of pixel buffers allocated by the engine */
 } sp_engine_stats;
 
 /* Run the job; `stats` may be NULL. On failure nothing more is handed to the sink and the first

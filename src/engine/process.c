@@ -57,7 +57,7 @@ void sp_process_options_destroy(sp_process_options *options) {
 }
 
 sp_status sp_process_options_set(sp_process_options *options, sp_process_option option,
-                                  int64_t value) {
+                                 int64_t value) {
     if (options == NULL) {
         return SP_E_INVALID_ARG;
     }

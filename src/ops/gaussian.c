@@ -31,8 +31,7 @@ static sp_status gaussian_parse(const char *arg, sp_op_params *p, sp_err *err) {
     double sigma = sp_strtod(arg, &end);
     if (end == arg || *end != '\0' || !isfinite(sigma) || sigma <= 0 || sigma > MAX_SIGMA) {
         return sp_err_set(err, SP_E_INVALID_ARG,
-                          "bad gaussian sigma '%s' (a number above 0, at most %g)", arg,
-                          MAX_SIGMA);
+                          "bad gaussian sigma '%s' (a number above 0, at most %g)", arg, MAX_SIGMA);
     }
     p->sigma = sigma;
     return SP_OK;

@@ -34,8 +34,8 @@ sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, 
         *op = OPS[i];
         return SP_OK;
     }
-    return sp_err_set(err, SP_E_INVALID_ARG,
-                      "unknown op '%.*s' (grey, od, sobel, gaussian:SIGMA)", (int)name_len, spec);
+    return sp_err_set(err, SP_E_INVALID_ARG, "unknown op '%.*s' (grey, od, sobel, gaussian:SIGMA)",
+                      (int)name_len, spec);
 }
 
 void sp_op_rgb_channel_to_float(const uint8_t *src, int64_t stride, int c, int64_t w, int64_t h,

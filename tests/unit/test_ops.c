@@ -148,8 +148,13 @@ static void test_pixel_ops(void) {
     sp_op_params prm = {0};
     float *od = run_op(&sp_op_od, &prm, img, w, h);
     uint8_t grey[256 * 3];
-    sp_op_block b = {.src = img, .src_stride = w * 3, .width = w, .height = h, .dst = grey,
-                     .dst_stride = w, .dst_plane = w * h};
+    sp_op_block b = {.src = img,
+                     .src_stride = w * 3,
+                     .width = w,
+                     .height = h,
+                     .dst = grey,
+                     .dst_stride = w,
+                     .dst_plane = w * h};
     CHECK(sp_op_grey.cpu(&prm, &b) == SP_OK);
     int bad_od = 0, bad_grey = 0;
     for (int64_t y = 0; y < h; y++) {
@@ -179,10 +184,19 @@ static void test_parse(void) {
     CHECK(sp_op_parse("sobel", &op, &p, &err) == SP_OK && op == &sp_op_sobel);
     CHECK(sp_op_parse("gaussian:2.5", &op, &p, &err) == SP_OK && op == &sp_op_gaussian &&
           p.sigma == 2.5);
-    static const char *const bad[] = {"",           "blur",        "sobel:1",  "gaussian",
-                                      "gaussian:",  "gaussian:0",  "gaussian:-1",
-                                      "gaussian:x", "gaussian:1x", "gaussian:nan",
-                                      "gaussian:1e9", "Sobel",     "grey:"};
+    static const char *const bad[] = {"",
+                                      "blur",
+                                      "sobel:1",
+                                      "gaussian",
+                                      "gaussian:",
+                                      "gaussian:0",
+                                      "gaussian:-1",
+                                      "gaussian:x",
+                                      "gaussian:1x",
+                                      "gaussian:nan",
+                                      "gaussian:1e9",
+                                      "Sobel",
+                                      "grey:"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sp_err e = {0};
         CHECK(sp_op_parse(bad[i], &op, &p, &e) == SP_E_INVALID_ARG && e.msg[0] != '\0');
@@ -207,9 +221,11 @@ static sp_status to_memory(void *ctx, int64_t row, int64_t col, const void *chun
         for (int64_t y = 0; y < m->chunk && row * m->chunk + y < m->height; y++) {
             int64_t x0 = col * m->chunk, n = m->width - x0 < m->chunk ? m->width - x0 : m->chunk;
             memcpy(m->img + ((size_t)c * (size_t)(m->width * m->height) +
-                             (size_t)((row * m->chunk + y) * m->width + x0)) * m->elem,
-                   (const uint8_t *)chunk + ((size_t)c * (size_t)(m->chunk * m->chunk) +
-                                             (size_t)(y * m->chunk)) * m->elem,
+                             (size_t)((row * m->chunk + y) * m->width + x0)) *
+                                m->elem,
+                   (const uint8_t *)chunk +
+                       ((size_t)c * (size_t)(m->chunk * m->chunk) + (size_t)(y * m->chunk)) *
+                           m->elem,
                    (size_t)n * m->elem);
         }
     }
@@ -221,9 +237,16 @@ static uint8_t *engine_result(sp_slide *s, int32_t level, const sp_op *op, doubl
     mem_sink m = {.op = op, .chunk = chunk, .elem = op->output == SP_ZARR_F32 ? 4 : 1};
     sp_slide_level_dimensions(s, level, &m.width, &m.height);
     m.img = calloc((size_t)(op->channels * m.width * m.height), m.elem);
-    sp_engine_job job = {.slide = s, .level = level, .op = op, .params = {.sigma = sigma},
-                         .chunk = chunk, .threads = threads, .in_flight = in_flight,
-                         .global = global, .sink = to_memory, .sink_ctx = &m};
+    sp_engine_job job = {.slide = s,
+                         .level = level,
+                         .op = op,
+                         .params = {.sigma = sigma},
+                         .chunk = chunk,
+                         .threads = threads,
+                         .in_flight = in_flight,
+                         .global = global,
+                         .sink = to_memory,
+                         .sink_ctx = &m};
     sp_engine_stats stats;
     sp_err err = {0};
     sp_status st = sp_engine_run(&job, &stats, &err);
@@ -285,8 +308,8 @@ static void test_engine_tiled_equals_global(void) {
         free(ref);
     }
     /* A level that does not exist is an argument error, not a crash. */
-    sp_engine_job job = {.slide = s, .level = 99, .op = &sp_op_sobel, .chunk = 64, .threads = 1,
-                         .sink = to_memory};
+    sp_engine_job job = {
+        .slide = s, .level = 99, .op = &sp_op_sobel, .chunk = 64, .threads = 1, .sink = to_memory};
     sp_err e = {0};
     CHECK(sp_engine_run(&job, NULL, &e) == SP_E_INVALID_ARG);
     sp_slide_close(s);
