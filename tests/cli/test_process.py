@@ -215,3 +215,27 @@ def test_runtime_errors(run, testdata, synth_slide, tmp_path):
     proc = run(["process", synth_slide, busy, "--op", "grey"])
     assert proc.returncode == 1, describe(proc)
     assert (busy / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("mode", ["tiled", "global"])
+def test_corrupt_tile(run, testdata, tmp_path, mode):
+    """One tile in the middle of a real slide made undecodable (its JPEG header overwritten): the
+    run stops with one clear line and exit 1, never a crash, a hang or a sanitizer report, and
+    never leaves a completed store."""
+    tifffile = pytest.importorskip("tifffile")
+    src = testdata / "aperio" / "CMU-1-Small-Region.svs"
+    with tifffile.TiffFile(src) as tf:
+        page = tf.pages[0]
+        offsets = page.tags["TileOffsets"].value
+        middle = len(offsets) // 2
+        at = offsets[middle]
+    data = bytearray(src.read_bytes())
+    data[at : at + 64] = bytes(64)
+    slide = tmp_path / "broken.svs"
+    slide.write_bytes(bytes(data))
+    out = tmp_path / "out.zarr"
+    proc = run(["process", slide, out, "--op", "sobel", "--chunk", 256, "--mode", mode])
+    assert proc.returncode == 1, describe(proc)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), describe(proc)
+    assert not (out / "slidepipe-complete").exists(), "a failed run left a completed store"
