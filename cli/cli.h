@@ -32,6 +32,23 @@ bool cli_has_extension(const char *path, const char *ext);
 bool cli_write_image(const char *path, const uint8_t *rgba, int64_t width, int64_t height,
                      int64_t stride, bool raw);
 
+/* A monotonic clock in seconds. */
+double cli_now(void);
+
+/* A single progress line on stderr for long jobs (only used when stderr is a terminal):
+ * "LABEL:  42.0%  10/24 UNIT  310 MP/s  ETA 0:03", redrawn at most five times a second. */
+typedef struct cli_progress {
+    const char *label; /* "converting", "processing" */
+    const char *unit;  /* what done/total count: "chunks" */
+    double start;      /* cli_now() at the start */
+    double last_print;
+    double pixels;     /* pixels of the whole job, for the MP/s figure */
+    bool shown;        /* a line was drawn: end it with a newline */
+} cli_progress;
+
+/* An sp_progress_fn; `user` is a cli_progress. */
+void cli_progress_show(void *user, int64_t done, int64_t total);
+
 /* Subcommands: each takes argv from its own name on. */
 int cmd_info(int argc, char **argv);
 int cmd_region(int argc, char **argv);
@@ -40,6 +57,7 @@ int cmd_associated(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_process(int argc, char **argv);
 int cmd_gpu(int argc, char **argv);
 
 #endif

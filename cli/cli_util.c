@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -137,4 +138,28 @@ bool cli_write_image(const char *path, const uint8_t *rgba, int64_t w, int64_t h
     }
     free(tmp);
     return ok;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_show(void *user, int64_t done, int64_t total) {
+    cli_progress *p = user;
+    double t = cli_now();
+    if (done < total && t - p->last_print < 0.2) {
+        return;
+    }
+    p->last_print = t;
+    double frac = total > 0 ? (double)done / (double)total : 1.0;
+    double elapsed = t - p->start;
+    double mps = elapsed > 0 ? frac * p->pixels / elapsed / 1e6 : 0;
+    double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
+    int eta_s = (int)(eta + 0.5);
+    fprintf(stderr, "\r%s: %5.1f%%  %lld/%lld %s  %.0f MP/s  ETA %d:%02d   ", p->label,
+            frac * 100, (long long)done, (long long)total, p->unit, mps, eta_s / 60, eta_s % 60);
+    fflush(stderr);
+    p->shown = true;
 }

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -17,37 +16,6 @@ static const char USAGE[] =
     "slidepipe convert SLIDE OUT.zarr [--format ome-zarr-0.4|ome-zarr-0.5] [--chunk N]\n"
     "         [--codec zstd|blosc-lz4|blosc-zstd|gzip|none] [--level L] [--shard N] [--levels N]\n"
     "         [--layout cyx|yxc] [--threads N] [--resume] [--json]";
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-typedef struct progress_state {
-    double start;
-    double last_print;
-    double pixels; /* level-0 pixels of the slide */
-    bool shown;
-} progress_state;
-
-static void show_progress(void *user, int64_t done, int64_t total) {
-    progress_state *p = user;
-    double t = now_seconds();
-    if (done < total && t - p->last_print < 0.2) {
-        return;
-    }
-    p->last_print = t;
-    double frac = total > 0 ? (double)done / (double)total : 1.0;
-    double elapsed = t - p->start;
-    double mps = elapsed > 0 ? frac * p->pixels / elapsed / 1e6 : 0;
-    double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
-    int eta_s = (int)(eta + 0.5);
-    fprintf(stderr, "\rconverting: %5.1f%%  %lld/%lld chunks  %.0f MP/s  ETA %d:%02d   ",
-            frac * 100, (long long)done, (long long)total, mps, eta_s / 60, eta_s % 60);
-    fflush(stderr);
-    p->shown = true;
-}
 
 /* The number of datasets in the written group metadata (0 when it cannot be read). */
 static int count_levels(const char *out) {
@@ -210,17 +178,19 @@ int cmd_convert(int argc, char **argv) {
         sp_convert_options_destroy(options);
         return CLI_RUNTIME_ERROR;
     }
-    progress_state ps = {0};
-    ps.start = now_seconds();
+    cli_progress ps = {0};
+    ps.label = "converting";
+    ps.unit = "chunks";
+    ps.start = cli_now();
     int64_t w = 0, h = 0;
     sp_slide_level_dimensions(slide, 0, &w, &h);
     ps.pixels = (double)w * (double)h;
     bool tty = isatty(STDERR_FILENO);
     char hash[65] = "";
     char err[1024];
-    sp_status st = sp_convert_to_zarr(slide, out, options, tty ? show_progress : NULL, &ps, hash,
+    sp_status st = sp_convert_to_zarr(slide, out, options, tty ? cli_progress_show : NULL, &ps, hash,
                                       err, sizeof err);
-    double seconds = now_seconds() - ps.start;
+    double seconds = cli_now() - ps.start;
     if (ps.shown) {
         fputc('\n', stderr);
     }

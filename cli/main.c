@@ -18,6 +18,7 @@ static const struct {
     {"synth", cmd_synth, "write a synthetic H&E example slide"},
     {"convert", cmd_convert, "convert a slide into an OME-Zarr pyramid with a dataset hash"},
     {"verify", cmd_verify, "re-hash a converted OME-Zarr store against its manifest"},
+    {"process", cmd_process, "run an op (sobel, gaussian, od, grey) over a level into OME-Zarr"},
     {"gpu", cmd_gpu, "show the CUDA devices and GPU libraries slidepipe can use"},
 };
 

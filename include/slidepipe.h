@@ -254,6 +254,55 @@ SP_API sp_status sp_zarr_verify(const char *zarr_path, void (*report)(void *user
 SP_API sp_status sp_synth_write(const char *path, int64_t size, uint64_t seed, char *err,
                                 size_t err_len);
 
+/* ---- Processing a level tile by tile (the engine) --------------------------------------- */
+
+/* Options of sp_process_to_zarr, through setters like sp_convert_options.
+ * Defaults: level 0, 1024 x 1024 chunks, OME-Zarr 0.4 (Zarr v2), blosc-lz4 with byte shuffle at
+ * codec level 1 (float32 output is four times the input's bytes, so the codec's speed matters
+ * more than its ratio; see docs/ops.md), threads = two per core (at most 32), input tiles in flight =
+ * 2 x threads, tile mode. */
+typedef struct sp_process_options sp_process_options;
+
+typedef enum sp_process_option {
+    SP_PROCESS_LEVEL = 0,       /* the slide level to process, 0 .. levels - 1 */
+    SP_PROCESS_CHUNK = 1,       /* output chunk (and tile) side in pixels, 16 .. 4096 */
+    SP_PROCESS_CODEC = 2,       /* an sp_zarr_codec */
+    SP_PROCESS_CODEC_LEVEL = 3, /* codec level (zstd 1..22, blosc/gzip 1..9); 0 = the codec's
+                                   own default; process's default is 1 */
+    SP_PROCESS_FORMAT = 4,      /* SP_ZARR_OME_04 (Zarr v2) or SP_ZARR_OME_05 (Zarr v3) */
+    SP_PROCESS_THREADS = 5,     /* worker threads, 0 = two per core (at most 32) */
+    SP_PROCESS_IN_FLIGHT = 6,   /* input tiles held at once, 0 = 2 x threads */
+    SP_PROCESS_MODE = 7,        /* SP_PROCESS_TILED or SP_PROCESS_GLOBAL */
+} sp_process_option;
+
+/* SP_PROCESS_TILED streams tiles with halos in bounded memory; SP_PROCESS_GLOBAL loads the whole
+ * level and runs the op over it at once (the baseline; the output is the same). */
+enum { SP_PROCESS_TILED = 0, SP_PROCESS_GLOBAL = 1 };
+
+SP_API sp_status sp_process_options_create(sp_process_options **out);
+SP_API void sp_process_options_destroy(sp_process_options *options);
+/* Set an option; SP_E_INVALID_ARG for an unknown option or a value out of its range. */
+SP_API sp_status sp_process_options_set(sp_process_options *options, sp_process_option option,
+                                        int64_t value);
+
+/* Check an op spec without running it: "grey", "od", "sobel" or "gaussian:SIGMA" (docs/ops.md
+ * defines each). SP_E_INVALID_ARG with a message in `err` for anything else. */
+SP_API sp_status sp_op_check(const char *op_spec, char *err, size_t err_len);
+
+/* Run the op `op_spec` over one level of the slide, tile by tile with halos (or at once in the
+ * global mode), and write the result as OME-Zarr at `out_path` (a new folder): one array "0" with
+ * axes c,y,x (1 channel for grey, uint8; 3 for od, sobel, gaussian, float32), the op and its
+ * parameters in the group attributes, a manifest and a dataset hash as sp_convert_to_zarr
+ * writes them. The input is the level as RGB8 (alpha composited over the background colour);
+ * outside the level, neighbourhood ops see the level reflected (scipy.ndimage mode 'reflect').
+ * The result does not depend on the mode, chunk reading order or thread count.
+ * `progress` (may be NULL) is called from the calling thread with chunks done of the total.
+ * On success `dataset_hash` (65 bytes, may be NULL) receives the manifest's hash; on failure a
+ * message goes to `err`. */
+SP_API sp_status sp_process_to_zarr(sp_slide *slide, const char *op_spec, const char *out_path,
+                                    const sp_process_options *options, sp_progress_fn progress,
+                                    void *progress_user, char *dataset_hash, char *err,
+                                    size_t err_len);
 /* ---- GPU (CUDA) backend ------------------------------------------------------------------
  *
  * Present in every build made where nvcc was found (SLIDEPIPE_CUDA=AUTO|ON|OFF); usable when a

@@ -32,6 +32,7 @@
 #include "core/err.h"
 #include "core/numbers.h"
 #include "core/slide_internal.h"
+#include "zarr/ome_json.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
 
@@ -469,96 +470,6 @@ static void reduce_band(converter *c, int k) {
 
 /* ---- metadata ---------------------------------------------------------------------------- */
 
-/* A copy of `s` that is valid UTF-8 (JSON must be): invalid bytes become U+FFFD. */
-static char *utf8_clean(const char *s) {
-    size_t n = strlen(s);
-    char *out = malloc(n * 3 + 1);
-    if (out == NULL) {
-        return NULL;
-    }
-    const unsigned char *p = (const unsigned char *)s;
-    size_t o = 0;
-    while (*p) {
-        int len = 0;
-        uint32_t cp = 0;
-        if (p[0] < 0x80) {
-            len = 1;
-            cp = p[0];
-        } else if ((p[0] & 0xe0) == 0xc0) {
-            len = 2;
-            cp = p[0] & 0x1f;
-        } else if ((p[0] & 0xf0) == 0xe0) {
-            len = 3;
-            cp = p[0] & 0x0f;
-        } else if ((p[0] & 0xf8) == 0xf0) {
-            len = 4;
-            cp = p[0] & 0x07;
-        }
-        bool valid = len > 0;
-        for (int i = 1; valid && i < len; i++) {
-            valid = (p[i] & 0xc0) == 0x80;
-            cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if (valid) {
-            static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-            valid = cp >= min_cp[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
-        }
-        if (valid) {
-            memcpy(out + o, p, (size_t)len);
-            o += (size_t)len;
-            p += len;
-        } else {
-            memcpy(out + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            p += 1;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static bool add_string(cJSON *obj, const char *key, const char *value) {
-    char *k = utf8_clean(key), *v = utf8_clean(value);
-    bool ok = k != NULL && v != NULL && cJSON_AddStringToObject(obj, k, v) != NULL;
-    free(k);
-    free(v);
-    return ok;
-}
-
-/* A positive, finite microns-per-pixel property, or 0. */
-static double mpp_property(const sp_slide *slide, const char *key) {
-    const char *v = sp_slide_property_value(slide, key);
-    if (v == NULL) {
-        return 0;
-    }
-    char *end;
-    double d = sp_strtod(v, &end);
-    return end != v && *end == '\0' && isfinite(d) && d > 0 ? d : 0;
-}
-
-/* The slide's file name (without folders), or NULL when the slide has no file. */
-static const char *slide_file_name(const sp_slide *slide) {
-    if (slide->src == NULL) {
-        return NULL;
-    }
-    const char *name = sp_source_name(slide->src);
-    if (name == NULL) {
-        return NULL;
-    }
-    const char *slash = strrchr(name, '/');
-    return slash ? slash + 1 : name;
-}
-
-static cJSON *axis(const char *name, const char *type, const char *unit) {
-    cJSON *a = cJSON_CreateObject();
-    cJSON_AddStringToObject(a, "name", name);
-    cJSON_AddStringToObject(a, "type", type);
-    if (unit != NULL) {
-        cJSON_AddStringToObject(a, "unit", unit);
-    }
-    return a;
-}
-
 /* The multiscales list; OME-Zarr 0.4 carries "version" inside it, 0.5 in attributes.ome. */
 static cJSON *multiscales_json(const converter *c, bool with_version) {
     cJSON *list = cJSON_CreateArray();
@@ -567,12 +478,12 @@ static cJSON *multiscales_json(const converter *c, bool with_version) {
     if (with_version) {
         cJSON_AddStringToObject(ms, "version", "0.4");
     }
-    const char *name = slide_file_name(c->slide);
+    const char *name = sp_slide_file_name(c->slide);
     if (name != NULL) {
-        add_string(ms, "name", name);
+        sp_json_add_string(ms, "name", name);
     }
-    double mx = mpp_property(c->slide, SP_PROPERTY_MPP_X);
-    double my = mpp_property(c->slide, SP_PROPERTY_MPP_Y);
+    double mx = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_X);
+    double my = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_Y);
     if (mx == 0) {
         mx = my;
     }
@@ -585,12 +496,12 @@ static cJSON *multiscales_json(const converter *c, bool with_version) {
     }
     cJSON *axes = cJSON_AddArrayToObject(ms, "axes");
     if (c->layout == SP_ZARR_LAYOUT_CYX) {
-        cJSON_AddItemToArray(axes, axis("c", "channel", NULL));
+        cJSON_AddItemToArray(axes, sp_ome_axis("c", "channel", NULL));
     }
-    cJSON_AddItemToArray(axes, axis("y", "space", unit));
-    cJSON_AddItemToArray(axes, axis("x", "space", unit));
+    cJSON_AddItemToArray(axes, sp_ome_axis("y", "space", unit));
+    cJSON_AddItemToArray(axes, sp_ome_axis("x", "space", unit));
     if (c->layout == SP_ZARR_LAYOUT_YXC) {
-        cJSON_AddItemToArray(axes, axis("c", "channel", NULL));
+        cJSON_AddItemToArray(axes, sp_ome_axis("c", "channel", NULL));
     }
     cJSON *datasets = cJSON_AddArrayToObject(ms, "datasets");
     for (int k = 0; k < c->n_levels; k++) {
@@ -670,13 +581,13 @@ static cJSON *slidepipe_json(const converter *c) {
     cJSON *sp = cJSON_CreateObject();
     cJSON_AddStringToObject(sp, "version", sp_version());
     cJSON *src = cJSON_AddObjectToObject(sp, "source");
-    add_string(src, "format", sp_slide_format(s));
+    sp_json_add_string(src, "format", sp_slide_format(s));
     cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
     cJSON_AddNumberToObject(src, "height", (double)c->levels[0].height);
     cJSON *props = cJSON_AddObjectToObject(sp, "properties");
     for (int32_t i = 0; i < sp_slide_property_count(s); i++) {
         const char *key = sp_slide_property_name(s, i);
-        add_string(props, key, sp_slide_property_value(s, key));
+        sp_json_add_string(props, key, sp_slide_property_value(s, key));
     }
     cJSON *assoc = cJSON_AddObjectToObject(sp, "associated");
     for (int32_t i = 0; i < sp_slide_associated_count(s); i++) {
@@ -685,7 +596,7 @@ static cJSON *slidepipe_json(const converter *c) {
         sp_slide_associated_dimensions(s, name, &w, &h);
         char path[256];
         associated_path(name, path, sizeof path);
-        char *clean = utf8_clean(name);
+        char *clean = sp_json_utf8_clean(name);
         cJSON *a = clean ? cJSON_AddObjectToObject(assoc, clean) : NULL;
         free(clean);
         if (a != NULL) {
@@ -753,11 +664,11 @@ static char *options_text(const converter *c, const sp_convert_options *o) {
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "slidepipe", sp_version());
     cJSON *src = cJSON_AddObjectToObject(doc, "source");
-    const char *name = slide_file_name(c->slide);
+    const char *name = sp_slide_file_name(c->slide);
     if (name != NULL) {
-        add_string(src, "name", name);
+        sp_json_add_string(src, "name", name);
     }
-    add_string(src, "format", sp_slide_format(c->slide));
+    sp_json_add_string(src, "format", sp_slide_format(c->slide));
     cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
     cJSON_AddNumberToObject(src, "height", (double)c->levels[0].height);
     cJSON *opt = cJSON_AddObjectToObject(doc, "options");

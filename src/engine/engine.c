@@ -1,0 +1,563 @@
+/* engine.c — the tile scheduler (see engine.h): input tiles with halos in a bounded set of slots,
+ * worker threads that either read the next tile into a free slot or compute a tile that has been
+ * read, and the whole-level baseline.
+ *
+ * Slot life cycle: FREE -> READING (a worker reads tile t into it) -> READY -> COMPUTING (a worker
+ * runs the op into its own chunk buffer and hands the chunk to the sink) -> FREE. Tiles are
+ * started in row-major order, so neighbouring tiles, which share the slide's storage tiles
+ * through their halos, are read close together in time (the tile cache keeps them). The calling
+ * thread only waits and reports progress.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/limits.h"
+#include "engine/engine.h"
+
+enum { SLOT_FREE = 0, SLOT_READING, SLOT_READY, SLOT_COMPUTING };
+
+/* Rows of output per task in the global mode. */
+#define GLOBAL_STRIPE 64
+
+typedef struct geometry {
+    int64_t width, height; /* the level */
+    double downsample;
+    int64_t chunk, cols, rows, tiles;
+    int halo;
+    size_t elem;        /* bytes per output element */
+    size_t chunk_bytes; /* channels x chunk x chunk x elem */
+} geometry;
+
+typedef struct slot {
+    int state;
+    int64_t tile;
+    uint8_t *pixels; /* (chunk + 2 halo)² RGB8 */
+} slot;
+
+typedef struct engine {
+    const sp_engine_job *job;
+    geometry g;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    slot *slots;
+    int n_slots;
+    int64_t next_tile, done;
+    int64_t held, max_held;
+    sp_err err;
+    bool failed;
+    /* global mode */
+    uint8_t *whole;  /* (W + 2 halo) x (H + 2 halo) RGB8 */
+    void *whole_out; /* channels planes of W x H */
+    atomic_llong next_task;
+    int64_t n_tasks;
+    int64_t read_rows; /* level rows per read task */
+    void (*task)(struct engine *e, int64_t t, float *scratch, uint8_t *chunk);
+} engine;
+
+static void fail(engine *e, const sp_err *err) {
+    pthread_mutex_lock(&e->lock);
+    if (!e->failed) {
+        e->err = *err;
+        e->failed = true;
+    }
+    pthread_cond_broadcast(&e->changed);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static bool failed(engine *e) {
+    pthread_mutex_lock(&e->lock);
+    bool f = e->failed;
+    pthread_mutex_unlock(&e->lock);
+    return f;
+}
+
+/* scipy.ndimage's 'reflect' (half-sample symmetric) index into [0, n): periodic with period 2n,
+ * so it also holds where the halo is wider than the level. */
+static int64_t reflect(int64_t i, int64_t n) {
+    int64_t m = i % (2 * n);
+    if (m < 0) {
+        m += 2 * n;
+    }
+    return m < n ? m : 2 * n - 1 - m;
+}
+
+/* The level-0 coordinate whose level coordinate (floor(x / ds), the read_region convention) is
+ * exactly `l`. */
+static int64_t to_level0(int64_t l, double ds) {
+    int64_t x = (int64_t)ceil((double)l * ds);
+    while (x > 0 && floor((double)(x - 1) / ds) >= (double)l) {
+        x--;
+    }
+    while (floor((double)x / ds) < (double)l) {
+        x++;
+    }
+    return x;
+}
+
+/* Fill a block of bw x bh RGB8 pixels whose pixel (0, 0) is level pixel (bx0, by0): read the
+ * part inside the level, then reflect the rest from it. */
+static sp_status read_block(engine *e, uint8_t *buf, int64_t stride, int64_t bx0, int64_t by0,
+                            int64_t bw, int64_t bh, sp_err *err) {
+    const geometry *g = &e->g;
+    int64_t ix0 = bx0 < 0 ? 0 : bx0, iy0 = by0 < 0 ? 0 : by0;
+    int64_t ix1 = bx0 + bw > g->width ? g->width : bx0 + bw;
+    int64_t iy1 = by0 + bh > g->height ? g->height : by0 + bh;
+    sp_slide *s = e->job->slide;
+    uint8_t *dst = buf + (iy0 - by0) * stride + (ix0 - bx0) * 3;
+    sp_status st = sp_slide_read_region(s, SP_PIXEL_RGB8, dst, stride, e->job->level,
+                                        to_level0(ix0, g->downsample),
+                                        to_level0(iy0, g->downsample), ix1 - ix0, iy1 - iy0);
+    if (st != SP_OK) {
+        const char *msg = sp_slide_error(s);
+        return sp_err_set(err, st, "reading level %d at (%lld, %lld): %s", (int)e->job->level,
+                          (long long)ix0, (long long)iy0, msg ? msg : sp_status_str(st));
+    }
+    if (ix0 > bx0 || ix1 < bx0 + bw) {
+        for (int64_t y = iy0; y < iy1; y++) {
+            uint8_t *row = buf + (y - by0) * stride;
+            for (int64_t x = bx0; x < ix0; x++) {
+                memcpy(row + (x - bx0) * 3, row + (reflect(x, g->width) - bx0) * 3, 3);
+            }
+            for (int64_t x = ix1; x < bx0 + bw; x++) {
+                memcpy(row + (x - bx0) * 3, row + (reflect(x, g->width) - bx0) * 3, 3);
+            }
+        }
+    }
+    for (int64_t y = by0; y < by0 + bh; y++) {
+        if (y < iy0 || y >= iy1) {
+            memcpy(buf + (y - by0) * stride, buf + (reflect(y, g->height) - by0) * stride,
+                   (size_t)(bw * 3));
+        }
+    }
+    return SP_OK;
+}
+
+/* ---- tile mode --------------------------------------------------------------------------- */
+
+static void tile_rect(const geometry *g, int64_t t, int64_t *x0, int64_t *y0, int64_t *w,
+                      int64_t *h) {
+    *x0 = (t % g->cols) * g->chunk;
+    *y0 = (t / g->cols) * g->chunk;
+    *w = g->width - *x0 < g->chunk ? g->width - *x0 : g->chunk;
+    *h = g->height - *y0 < g->chunk ? g->height - *y0 : g->chunk;
+}
+
+static sp_status compute_tile(engine *e, const slot *sl, float *scratch, uint8_t *chunk,
+                              sp_err *err) {
+    const geometry *g = &e->g;
+    const sp_op *op = e->job->op;
+    int64_t x0, y0, w, h;
+    tile_rect(g, sl->tile, &x0, &y0, &w, &h);
+    int64_t stride = (w + 2 * g->halo) * 3;
+    if (w < g->chunk || h < g->chunk) {
+        memset(chunk, 0, g->chunk_bytes);
+    }
+    sp_op_block b = {
+        .src = sl->pixels + g->halo * stride + g->halo * 3,
+        .src_stride = stride,
+        .width = w,
+        .height = h,
+        .dst = chunk,
+        .dst_stride = g->chunk,
+        .dst_plane = g->chunk * g->chunk,
+        .scratch = scratch,
+    };
+    sp_status st = op->cpu(&e->job->params, &b);
+    if (st != SP_OK) {
+        return sp_err_set(err, st, "op %s failed", op->name);
+    }
+    return e->job->sink(e->job->sink_ctx, sl->tile / g->cols, sl->tile % g->cols, chunk, err);
+}
+
+static void *tile_worker(void *arg) {
+    engine *e = arg;
+    const geometry *g = &e->g;
+    const sp_op *op = e->job->op;
+    size_t nscratch =
+        op->scratch_floats ? op->scratch_floats(&e->job->params, g->chunk, g->chunk) : 0;
+    float *scratch = nscratch ? malloc(nscratch * sizeof(float)) : NULL;
+    uint8_t *chunk = malloc(g->chunk_bytes);
+    if ((nscratch && scratch == NULL) || chunk == NULL) {
+        sp_err err = {0};
+        sp_err_set(&err, SP_E_NOMEM, "out of memory for a worker's buffers");
+        fail(e, &err);
+        free(scratch);
+        free(chunk);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        if (e->failed) {
+            break;
+        }
+        /* Compute first: it frees a slot. Take the lowest ready tile, so output advances in
+         * order and the store's memory for pending shards stays small. */
+        slot *ready = NULL, *free_slot = NULL;
+        for (int i = 0; i < e->n_slots; i++) {
+            slot *s = &e->slots[i];
+            if (s->state == SLOT_READY && (ready == NULL || s->tile < ready->tile)) {
+                ready = s;
+            } else if (s->state == SLOT_FREE && free_slot == NULL) {
+                free_slot = s;
+            }
+        }
+        if (ready != NULL) {
+            ready->state = SLOT_COMPUTING;
+            pthread_mutex_unlock(&e->lock);
+            sp_err err = {0};
+            sp_status st = compute_tile(e, ready, scratch, chunk, &err);
+            if (st != SP_OK) {
+                fail(e, &err);
+            }
+            pthread_mutex_lock(&e->lock);
+            ready->state = SLOT_FREE;
+            e->held--;
+            e->done++;
+            pthread_cond_broadcast(&e->changed);
+            continue;
+        }
+        if (free_slot != NULL && e->next_tile < g->tiles) {
+            free_slot->state = SLOT_READING;
+            free_slot->tile = e->next_tile++;
+            if (++e->held > e->max_held) {
+                e->max_held = e->held;
+            }
+            pthread_mutex_unlock(&e->lock);
+            int64_t x0, y0, w, h;
+            tile_rect(g, free_slot->tile, &x0, &y0, &w, &h);
+            int64_t bw = w + 2 * g->halo, bh = h + 2 * g->halo;
+            sp_err err = {0};
+            sp_status st =
+                read_block(e, free_slot->pixels, bw * 3, x0 - g->halo, y0 - g->halo, bw, bh, &err);
+            if (st != SP_OK) {
+                fail(e, &err);
+            }
+            pthread_mutex_lock(&e->lock);
+            /* A tile that could not be read is never computed: its slot goes back. */
+            free_slot->state = st == SP_OK ? SLOT_READY : SLOT_FREE;
+            if (st != SP_OK) {
+                e->held--;
+            }
+            pthread_cond_broadcast(&e->changed);
+            continue;
+        }
+        if (e->next_tile >= g->tiles) {
+            bool busy = false;
+            for (int i = 0; i < e->n_slots; i++) {
+                busy |= e->slots[i].state == SLOT_READING;
+            }
+            if (!busy) {
+                break; /* nothing left to read; what is being computed is someone else's */
+            }
+        }
+        pthread_cond_wait(&e->changed, &e->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
+    free(scratch);
+    free(chunk);
+    return NULL;
+}
+
+/* Start `n` threads running fn(e) (the caller waits in `wait`), join them. Returns false when not
+ * even one thread could start. */
+static bool run_threads(engine *e, int n, void *(*fn)(void *), void (*wait)(engine *e)) {
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    int started = 0;
+    for (int i = 0; th != NULL && i < n; i++) {
+        if (pthread_create(&th[i], NULL, fn, e) != 0) {
+            break; /* fewer workers: slower, still correct */
+        }
+        started++;
+    }
+    if (started > 0 && wait != NULL) {
+        wait(e);
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+    }
+    free(th);
+    return started > 0;
+}
+
+/* The calling thread: report progress as tiles finish, until all have or a worker failed. */
+static void tile_wait(engine *e) {
+    const sp_engine_job *job = e->job;
+    pthread_mutex_lock(&e->lock);
+    int64_t reported = -1;
+    while (!e->failed) {
+        int64_t done = e->done;
+        if (done != reported && job->progress != NULL) {
+            reported = done;
+            pthread_mutex_unlock(&e->lock);
+            job->progress(job->progress_user, done, e->g.tiles);
+            pthread_mutex_lock(&e->lock);
+            continue;
+        }
+        if (e->done == e->g.tiles) {
+            break;
+        }
+        pthread_cond_wait(&e->changed, &e->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+static sp_status run_tiles(engine *e, sp_err *err) {
+    const geometry *g = &e->g;
+    int threads = e->job->threads;
+    e->n_slots = e->job->in_flight > 0 ? e->job->in_flight : 2 * threads;
+    if (e->n_slots < 1) {
+        e->n_slots = 1;
+    }
+    if (e->n_slots > g->tiles) {
+        e->n_slots = (int)g->tiles;
+    }
+    int64_t side = g->chunk + 2 * g->halo;
+    size_t slot_bytes = (size_t)(side * side * 3);
+    e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
+    if (e->slots == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory for the tile slots");
+    }
+    for (int i = 0; i < e->n_slots; i++) {
+        e->slots[i].pixels = malloc(slot_bytes);
+        if (e->slots[i].pixels == NULL) {
+            return sp_err_set(err, SP_E_NOMEM, "out of memory for %d tiles of %lld x %lld",
+                              e->n_slots, (long long)side, (long long)side);
+        }
+    }
+    if (!run_threads(e, threads, tile_worker, tile_wait)) {
+        return sp_err_set(err, SP_E_NOMEM, "cannot start worker threads");
+    }
+    if (e->failed) {
+        *err = e->err;
+        return e->err.status;
+    }
+    return SP_OK;
+}
+
+/* ---- global mode ------------------------------------------------------------------------- */
+
+static void *global_worker(void *arg) {
+    engine *e = arg;
+    const geometry *g = &e->g;
+    const sp_op *op = e->job->op;
+    size_t nscratch =
+        op->scratch_floats ? op->scratch_floats(&e->job->params, g->width, GLOBAL_STRIPE) : 0;
+    float *scratch = nscratch ? malloc(nscratch * sizeof(float)) : NULL;
+    uint8_t *chunk = malloc(g->chunk_bytes);
+    if ((nscratch && scratch == NULL) || chunk == NULL) {
+        sp_err err = {0};
+        sp_err_set(&err, SP_E_NOMEM, "out of memory for a worker's buffers");
+        fail(e, &err);
+    } else {
+        for (;;) {
+            int64_t t = atomic_fetch_add(&e->next_task, 1);
+            if (t >= e->n_tasks || failed(e)) {
+                break;
+            }
+            e->task(e, t, scratch, chunk);
+        }
+    }
+    free(scratch);
+    free(chunk);
+    return NULL;
+}
+
+static sp_status global_phase(engine *e, int64_t n,
+                              void (*task)(engine *, int64_t, float *, uint8_t *), sp_err *err) {
+    atomic_store(&e->next_task, 0);
+    e->n_tasks = n;
+    e->task = task;
+    if (!run_threads(e, e->job->threads, global_worker, NULL)) {
+        return sp_err_set(err, SP_E_NOMEM, "cannot start worker threads");
+    }
+    if (e->failed) {
+        *err = e->err;
+        return e->err.status;
+    }
+    return SP_OK;
+}
+
+/* Task t: read level rows [t R, (t + 1) R) into the padded whole-level buffer, R = the level's
+ * storage tile height (read_rows), so every storage tile is decoded once; the border columns are
+ * reflected here, the border rows once all rows are in (see run_global). */
+static void global_read(engine *e, int64_t t, float *scratch, uint8_t *chunk) {
+    (void)scratch;
+    (void)chunk;
+    const geometry *g = &e->g;
+    int64_t bw = g->width + 2 * g->halo;
+    int64_t y0 = t * e->read_rows;
+    int64_t rows = g->height - y0 < e->read_rows ? g->height - y0 : e->read_rows;
+    sp_err err = {0};
+    uint8_t *row0 = e->whole + (y0 + g->halo) * bw * 3;
+    if (read_block(e, row0, bw * 3, -g->halo, y0, bw, rows, &err) != SP_OK) {
+        fail(e, &err);
+    }
+}
+
+/* Task t: the op over output rows [t S, (t + 1) S) of the whole level. */
+static void global_compute(engine *e, int64_t t, float *scratch, uint8_t *chunk) {
+    (void)chunk;
+    const geometry *g = &e->g;
+    int64_t bw = g->width + 2 * g->halo;
+    int64_t y0 = t * GLOBAL_STRIPE;
+    int64_t rows = g->height - y0 < GLOBAL_STRIPE ? g->height - y0 : GLOBAL_STRIPE;
+    sp_op_block b = {
+        .src = e->whole + (y0 + g->halo) * bw * 3 + g->halo * 3,
+        .src_stride = bw * 3,
+        .width = g->width,
+        .height = rows,
+        .dst = (uint8_t *)e->whole_out + (size_t)(y0 * g->width) * g->elem,
+        .dst_stride = g->width,
+        .dst_plane = g->width * g->height,
+        .scratch = scratch,
+    };
+    sp_err err = {0};
+    sp_status st = e->job->op->cpu(&e->job->params, &b);
+    if (st != SP_OK) {
+        sp_err_set(&err, st, "op %s failed", e->job->op->name);
+        fail(e, &err);
+    }
+}
+
+/* Task t: copy chunk t out of the whole-level output and hand it to the sink. */
+static void global_sink(engine *e, int64_t t, float *scratch, uint8_t *chunk) {
+    (void)scratch;
+    const geometry *g = &e->g;
+    int64_t x0, y0, w, h;
+    tile_rect(g, t, &x0, &y0, &w, &h);
+    if (w < g->chunk || h < g->chunk) {
+        memset(chunk, 0, g->chunk_bytes);
+    }
+    int channels = e->job->op->channels;
+    for (int c = 0; c < channels; c++) {
+        for (int64_t y = 0; y < h; y++) {
+            const uint8_t *src =
+                (const uint8_t *)e->whole_out +
+                ((size_t)c * (size_t)(g->width * g->height) + (size_t)((y0 + y) * g->width + x0)) *
+                    g->elem;
+            memcpy(chunk + ((size_t)c * (size_t)(g->chunk * g->chunk) + (size_t)(y * g->chunk)) *
+                               g->elem,
+                   src, (size_t)w * g->elem);
+        }
+    }
+    sp_err err = {0};
+    if (e->job->sink(e->job->sink_ctx, t / g->cols, t % g->cols, chunk, &err) != SP_OK) {
+        fail(e, &err);
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    e->done++;
+    pthread_cond_broadcast(&e->changed);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static sp_status run_global(engine *e, uint64_t *bytes, sp_err *err) {
+    const geometry *g = &e->g;
+    int64_t bw = g->width + 2 * g->halo, bh = g->height + 2 * g->halo;
+    uint64_t in_bytes, out_bytes;
+    if (!sp_mul_u64((uint64_t)bw * 3, (uint64_t)bh, &in_bytes) ||
+        !sp_mul_u64((uint64_t)(g->width * g->height), (uint64_t)e->job->op->channels * g->elem,
+                    &out_bytes) ||
+        in_bytes > SIZE_MAX / 2 || out_bytes > SIZE_MAX / 2) {
+        return sp_err_set(err, SP_E_LIMIT, "the level is too large to hold in memory");
+    }
+    e->whole = malloc((size_t)in_bytes);
+    e->whole_out = malloc((size_t)out_bytes);
+    if (e->whole == NULL || e->whole_out == NULL) {
+        return sp_err_set(err, SP_E_NOMEM,
+                          "out of memory: the global mode needs %.2f GiB for a %lld x %lld level",
+                          (double)(in_bytes + out_bytes) / 1073741824.0, (long long)g->width,
+                          (long long)g->height);
+    }
+    *bytes = in_bytes + out_bytes;
+    int64_t tw = 0, th = 0;
+    sp_slide_level_tile_size(e->job->slide, e->job->level, &tw, &th);
+    e->read_rows = th >= 16 && th <= 4096 ? th : 256;
+    sp_status st = global_phase(e, (g->height + e->read_rows - 1) / e->read_rows, global_read, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    /* The border rows, reflected from level rows now all in memory. */
+    for (int64_t y = -g->halo; y < g->height + g->halo; y++) {
+        if (y < 0 || y >= g->height) {
+            memcpy(e->whole + (y + g->halo) * bw * 3,
+                   e->whole + (reflect(y, g->height) + g->halo) * bw * 3, (size_t)(bw * 3));
+        }
+    }
+    st = global_phase(e, (g->height + GLOBAL_STRIPE - 1) / GLOBAL_STRIPE, global_compute, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    atomic_store(&e->next_task, 0);
+    e->n_tasks = g->tiles;
+    e->task = global_sink;
+    if (!run_threads(e, e->job->threads, global_worker, tile_wait)) {
+        return sp_err_set(err, SP_E_NOMEM, "cannot start worker threads");
+    }
+    if (e->failed) {
+        *err = e->err;
+        return e->err.status;
+    }
+    return SP_OK;
+}
+
+/* ---- entry ------------------------------------------------------------------------------- */
+
+sp_status sp_engine_run(const sp_engine_job *job, sp_engine_stats *stats, sp_err *err) {
+    if (stats != NULL) {
+        memset(stats, 0, sizeof *stats);
+    }
+    if (job == NULL || job->slide == NULL || job->op == NULL || job->sink == NULL ||
+        job->chunk < 1 || job->threads < 1) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "sp_engine_run: bad job");
+    }
+    engine e = {0};
+    e.job = job;
+    geometry *g = &e.g;
+    sp_status st = sp_slide_level_dimensions(job->slide, job->level, &g->width, &g->height);
+    if (st == SP_OK) {
+        st = sp_slide_level_downsample(job->slide, job->level, &g->downsample);
+    }
+    if (st != SP_OK) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "level %d does not exist (the slide has %d)",
+                          (int)job->level, (int)sp_slide_level_count(job->slide));
+    }
+    if (g->width <= 0 || g->height <= 0) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "level %d is empty", (int)job->level);
+    }
+    g->chunk = job->chunk;
+    g->cols = (g->width + g->chunk - 1) / g->chunk;
+    g->rows = (g->height + g->chunk - 1) / g->chunk;
+    g->tiles = g->cols * g->rows;
+    g->halo = job->op->halo(&job->params);
+    g->elem = job->op->output == SP_ZARR_F32 ? 4 : 1;
+    g->chunk_bytes = (size_t)job->op->channels * (size_t)(g->chunk * g->chunk) * g->elem;
+    pthread_mutex_init(&e.lock, NULL);
+    pthread_cond_init(&e.changed, NULL);
+    uint64_t bytes = 0;
+    if (job->global) {
+        st = run_global(&e, &bytes, err);
+    } else {
+        st = run_tiles(&e, err);
+        int64_t side = g->chunk + 2 * g->halo;
+        bytes = (uint64_t)e.n_slots * (uint64_t)(side * side * 3);
+    }
+    if (stats != NULL) {
+        stats->tiles = e.done;
+        stats->max_in_flight = e.max_held;
+        stats->buffer_bytes = bytes;
+    }
+    for (int i = 0; e.slots != NULL && i < e.n_slots; i++) {
+        free(e.slots[i].pixels);
+    }
+    free(e.slots);
+    free(e.whole);
+    free(e.whole_out);
+    pthread_cond_destroy(&e.changed);
+    pthread_mutex_destroy(&e.lock);
+    return st;
+}
