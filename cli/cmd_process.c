@@ -15,7 +15,7 @@ static const char USAGE[] =
     "slidepipe process SLIDE OUT.zarr --op grey|od|sobel|gaussian:SIGMA [--level L] [--chunk N]\n"
     "         [--codec zstd|blosc-lz4|blosc-zstd|gzip|none] [--codec-level L]\n"
     "         [--format ome-zarr-0.4|ome-zarr-0.5] [--threads N] [--in-flight N]\n"
-    "         [--mode tiled|global] [--device cpu] [--json]";
+    "         [--mode tiled|global] [--device cpu|cuda] [--json]";
 
 static bool parse_name(const char *text, const char *const *names, int count, int *out) {
     for (int i = 0; i < count; i++) {
@@ -28,19 +28,24 @@ static bool parse_name(const char *text, const char *const *names, int count, in
 }
 
 int cmd_process(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"op", required_argument, NULL, 'o'},          {"level", required_argument, NULL, 'l'},
-        {"chunk", required_argument, NULL, 'c'},       {"codec", required_argument, NULL, 'C'},
-        {"codec-level", required_argument, NULL, 'L'}, {"format", required_argument, NULL, 'f'},
-        {"threads", required_argument, NULL, 't'},     {"in-flight", required_argument, NULL, 'i'},
-        {"mode", required_argument, NULL, 'm'},        {"device", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},              {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"op", required_argument, NULL, 'o'},
+                                         {"level", required_argument, NULL, 'l'},
+                                         {"chunk", required_argument, NULL, 'c'},
+                                         {"codec", required_argument, NULL, 'C'},
+                                         {"codec-level", required_argument, NULL, 'L'},
+                                         {"format", required_argument, NULL, 'f'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"in-flight", required_argument, NULL, 'i'},
+                                         {"mode", required_argument, NULL, 'm'},
+                                         {"device", required_argument, NULL, 'd'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     static const char *const formats[] = {"ome-zarr-0.4", "ome-zarr-0.5"};
     static const char *const codecs[] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
     static const char *const modes[] = {"tiled", "global"};
     /* Option values in sp_process_option order; -1 = not given. */
-    int64_t value[SP_PROCESS_MODE + 1];
+    int64_t value[SP_PROCESS_DEVICE + 1];
     for (size_t i = 0; i < sizeof value / sizeof value[0]; i++) {
         value[i] = -1;
     }
@@ -76,15 +81,41 @@ int cmd_process(int argc, char **argv) {
             value[SP_PROCESS_MODE] = i == 0 ? SP_PROCESS_TILED : SP_PROCESS_GLOBAL;
             continue;
         case 'd':
-            if (strcmp(optarg, "cpu") != 0) {
-                return cli_usage_error(USAGE, "bad --device '%s' (only cpu is built in)", optarg);
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0) {
+                return cli_usage_error(USAGE, "bad --device '%s' (cpu or cuda)", optarg);
             }
+            value[SP_PROCESS_DEVICE] = strcmp(optarg, "cuda") == 0 ? SP_DEVICE_CUDA : SP_DEVICE_CPU;
             continue;
-        case 'l': which = SP_PROCESS_LEVEL; lo = 0; hi = 1024; what = "level"; break;
-        case 'c': which = SP_PROCESS_CHUNK; lo = 16; hi = 4096; what = "chunk"; break;
-        case 'L': which = SP_PROCESS_CODEC_LEVEL; lo = 1; hi = 22; what = "codec-level"; break;
-        case 't': which = SP_PROCESS_THREADS; lo = 0; hi = 1024; what = "threads"; break;
-        case 'i': which = SP_PROCESS_IN_FLIGHT; lo = 0; hi = 4096; what = "in-flight"; break;
+        case 'l':
+            which = SP_PROCESS_LEVEL;
+            lo = 0;
+            hi = 1024;
+            what = "level";
+            break;
+        case 'c':
+            which = SP_PROCESS_CHUNK;
+            lo = 16;
+            hi = 4096;
+            what = "chunk";
+            break;
+        case 'L':
+            which = SP_PROCESS_CODEC_LEVEL;
+            lo = 1;
+            hi = 22;
+            what = "codec-level";
+            break;
+        case 't':
+            which = SP_PROCESS_THREADS;
+            lo = 0;
+            hi = 1024;
+            what = "threads";
+            break;
+        case 'i':
+            which = SP_PROCESS_IN_FLIGHT;
+            lo = 0;
+            hi = 4096;
+            what = "in-flight";
+            break;
         case 'j': json = true; continue;
         case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
         case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
@@ -98,6 +129,9 @@ int cmd_process(int argc, char **argv) {
     if (optind != argc - 2) {
         return cli_usage_error(USAGE, "expected SLIDE and OUT.zarr");
     }
+    if (value[SP_PROCESS_DEVICE] == SP_DEVICE_CUDA && value[SP_PROCESS_MODE] == SP_PROCESS_GLOBAL) {
+        return cli_usage_error(USAGE, "--mode global runs on the CPU only (--device cpu)");
+    }
     if (op == NULL) {
         return cli_usage_error(USAGE, "--op is required");
     }
@@ -108,8 +142,8 @@ int cmd_process(int argc, char **argv) {
     if (value[SP_PROCESS_CODEC_LEVEL] > 0) {
         /* Levels per codec: zstd 1..22, blosc and gzip 1..9, none takes none. */
         static const int64_t max_level[] = {22, 9, 9, 9, 0};
-        int codec = value[SP_PROCESS_CODEC] >= 0 ? (int)value[SP_PROCESS_CODEC]
-                                                 : SP_ZARR_CODEC_BLOSC_LZ4;
+        int codec =
+            value[SP_PROCESS_CODEC] >= 0 ? (int)value[SP_PROCESS_CODEC] : SP_ZARR_CODEC_BLOSC_LZ4;
         if (value[SP_PROCESS_CODEC_LEVEL] > max_level[codec]) {
             return max_level[codec] == 0
                        ? cli_usage_error(USAGE, "--codec none takes no --codec-level")
@@ -123,7 +157,7 @@ int cmd_process(int argc, char **argv) {
     if (sp_process_options_create(&options) != SP_OK) {
         return cli_fail("out of memory");
     }
-    for (int i = 0; i <= SP_PROCESS_MODE; i++) {
+    for (int i = 0; i <= SP_PROCESS_DEVICE; i++) {
         if (value[i] >= 0 &&
             sp_process_options_set(options, (sp_process_option)i, value[i]) != SP_OK) {
             sp_process_options_destroy(options);

@@ -46,12 +46,15 @@ static sp_status read_on_gpu(sp_slide *slide, uint8_t *buf, int32_t level, int64
 }
 
 int cmd_region(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"level", required_argument, NULL, 'l'}, {"x", required_argument, NULL, 'x'},
-        {"y", required_argument, NULL, 'y'},     {"width", required_argument, NULL, 'w'},
-        {"height", required_argument, NULL, 'H'}, {"output", required_argument, NULL, 'o'},
-        {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"level", required_argument, NULL, 'l'},
+                                         {"x", required_argument, NULL, 'x'},
+                                         {"y", required_argument, NULL, 'y'},
+                                         {"width", required_argument, NULL, 'w'},
+                                         {"height", required_argument, NULL, 'H'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {"device", required_argument, NULL, 'd'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     int64_t v[5] = {0, -1, -1, -1, -1}; /* level, x, y, width, height */
     bool seen[5] = {false};
     const char *out = NULL;
@@ -63,11 +66,28 @@ int cmd_region(int argc, char **argv) {
         int i;
         int64_t lo = 0, hi = INT64_C(1) << 40;
         switch (c) {
-        case 'l': i = 0; hi = 1 << 20; break;
-        case 'x': i = 1; lo = -(INT64_C(1) << 40); break;
-        case 'y': i = 2; lo = -(INT64_C(1) << 40); break;
-        case 'w': i = 3; lo = 1; hi = 1 << 20; break;
-        case 'H': i = 4; lo = 1; hi = 1 << 20; break;
+        case 'l':
+            i = 0;
+            hi = 1 << 20;
+            break;
+        case 'x':
+            i = 1;
+            lo = -(INT64_C(1) << 40);
+            break;
+        case 'y':
+            i = 2;
+            lo = -(INT64_C(1) << 40);
+            break;
+        case 'w':
+            i = 3;
+            lo = 1;
+            hi = 1 << 20;
+            break;
+        case 'H':
+            i = 4;
+            lo = 1;
+            hi = 1 << 20;
+            break;
         case 'o': out = optarg; continue;
         case 'd':
             if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0) {

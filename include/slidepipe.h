@@ -273,11 +273,18 @@ typedef enum sp_process_option {
     SP_PROCESS_THREADS = 5,     /* worker threads, 0 = two per core (at most 32) */
     SP_PROCESS_IN_FLIGHT = 6,   /* input tiles held at once, 0 = 2 x threads */
     SP_PROCESS_MODE = 7,        /* SP_PROCESS_TILED or SP_PROCESS_GLOBAL */
+    SP_PROCESS_DEVICE = 8,      /* SP_DEVICE_CPU or SP_DEVICE_CUDA (tile mode only) */
 } sp_process_option;
 
 /* SP_PROCESS_TILED streams tiles with halos in bounded memory; SP_PROCESS_GLOBAL loads the whole
  * level and runs the op over it at once (the baseline; the output is the same). */
 enum { SP_PROCESS_TILED = 0, SP_PROCESS_GLOBAL = 1 };
+
+/* Where the op runs. SP_DEVICE_CUDA runs it on the GPU (docs/gpu.md): each worker uploads its
+ * tile with halo, runs the op's kernel and downloads the planes; the output equals the CPU's bit
+ * for bit, so the dataset hash is the same. Without a usable GPU the call fails at once with
+ * SP_E_UNSUPPORTED and the reason, before anything is written. */
+enum { SP_DEVICE_CPU = 0, SP_DEVICE_CUDA = 1 };
 
 SP_API sp_status sp_process_options_create(sp_process_options **out);
 SP_API void sp_process_options_destroy(sp_process_options *options);
@@ -303,6 +310,7 @@ SP_API sp_status sp_process_to_zarr(sp_slide *slide, const char *op_spec, const 
                                     const sp_process_options *options, sp_progress_fn progress,
                                     void *progress_user, char *dataset_hash, char *err,
                                     size_t err_len);
+
 /* ---- GPU (CUDA) backend ------------------------------------------------------------------
  *
  * Present in every build made where nvcc was found (SLIDEPIPE_CUDA=AUTO|ON|OFF); usable when a

@@ -1,8 +1,10 @@
 /* cuda_absent.c — the GPU API of a build made without the CUDA backend (no nvcc, or
  * SLIDEPIPE_CUDA=OFF): every call answers that there is no GPU, cleanly, so that programs
- * written for both paths run unchanged on the CPU. Built instead of the other files here. */
+ * written for both paths run unchanged on the CPU (and the ops' GPU slots answer "unsupported").
+ * Built instead of the other files here. */
 #include <stdio.h>
 
+#include "cuda/cuda_ops.h"
 #include "cuda/cuda_testing.h"
 #include "slidepipe.h"
 
@@ -20,8 +22,8 @@ int sp_cuda_device_count(char *why, size_t why_len) {
     return 0;
 }
 
-sp_status sp_cuda_device_info(int device, char *name, size_t name_len, int *cc_major,
-                              int *cc_minor, uint64_t *memory_bytes) {
+sp_status sp_cuda_device_info(int device, char *name, size_t name_len, int *cc_major, int *cc_minor,
+                              uint64_t *memory_bytes) {
     return SP_E_UNSUPPORTED;
 }
 
@@ -73,3 +75,32 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
 }
 
 void sp_cuda_context_set_band_bytes(sp_cuda_context *ctx, size_t bytes) {}
+
+/* The ops' GPU functions and the engine's runner. */
+sp_status sp_cuda_op_grey(const sp_op_params *params, const sp_op_block *block, void *stream) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_op_od(const sp_op_params *params, const sp_op_block *block, void *stream) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_op_sobel(const sp_op_params *params, const sp_op_block *block, void *stream) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_op_gaussian(const sp_op_params *params, const sp_op_block *block, void *stream) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_op_runner_create(const sp_op *op, const sp_op_params *params, int64_t chunk,
+                                   sp_cuda_op_runner **out, sp_err *err) {
+    *out = NULL;
+    return sp_err_set(err, SP_E_UNSUPPORTED, "%s", WHY);
+}
+
+sp_status sp_cuda_op_runner_run(sp_cuda_op_runner *runner, const sp_op_block *block, sp_err *err) {
+    return sp_err_set(err, SP_E_UNSUPPORTED, "%s", WHY);
+}
+
+void sp_cuda_op_runner_destroy(sp_cuda_op_runner *runner) {}

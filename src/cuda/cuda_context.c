@@ -37,8 +37,8 @@ int sp_cuda_device_count(char *why, size_t why_len) {
     return n;
 }
 
-sp_status sp_cuda_device_info(int device, char *name, size_t name_len, int *cc_major,
-                              int *cc_minor, uint64_t *memory_bytes) {
+sp_status sp_cuda_device_info(int device, char *name, size_t name_len, int *cc_major, int *cc_minor,
+                              uint64_t *memory_bytes) {
     if (device < 0 || device >= sp_cuda_device_count(NULL, 0)) {
         return SP_E_INVALID_ARG;
     }

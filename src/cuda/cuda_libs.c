@@ -14,7 +14,7 @@
 typedef struct gpu_library {
     const char *label;
     const char *sonames[4];
-    const char *probe;  /* a symbol that must be there */
+    const char *probe; /* a symbol that must be there */
     void *handle;
     char detail[1400];
 } gpu_library;
@@ -22,10 +22,14 @@ typedef struct gpu_library {
 static gpu_library LIBRARIES[] = {
     [SP_CUDA_LIB_NVJPEG] = {"nvJPEG",
                             {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so", NULL},
-                            "nvjpegCreateEx", NULL, ""},
+                            "nvjpegCreateEx",
+                            NULL,
+                            ""},
     [SP_CUDA_LIB_CUFILE] = {"cuFile",
                             {"libcufile.so.0", "libcufile.so", NULL, NULL},
-                            "cuFileHandleRegister", NULL, ""},
+                            "cuFileHandleRegister",
+                            NULL,
+                            ""},
 };
 static pthread_once_t LOOKED = PTHREAD_ONCE_INIT;
 

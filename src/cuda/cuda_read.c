@@ -27,8 +27,8 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     size_t row_bytes = (size_t)width * (size_t)bpp;
     if (row_bytes > ctx->band_bytes) {
         snprintf(ctx->message, sizeof ctx->message,
-                 "a row of %lld pixels is wider than the %zu-byte staging buffer",
-                 (long long)width, ctx->band_bytes);
+                 "a row of %lld pixels is wider than the %zu-byte staging buffer", (long long)width,
+                 ctx->band_bytes);
         return SP_E_LIMIT;
     }
     double downsample = 1.0;

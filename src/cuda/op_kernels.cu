@@ -68,41 +68,40 @@ __global__ void sobel_kernel(const uint8_t *__restrict__ src, int64_t src_stride
     dst[c * dst_plane + y * dst_stride + x] = sqrtf(gx * gx + gy * gy);
 }
 
-/* Column pass: cols[c][y][x'] for x' in 0..pw-1 (pw = w + 2r, starting r pixels left of the
- * block), from the uint8 input r rows above and below. */
+/* Column pass for one channel (src already offset to it): cols[y][x'] for x' in 0..pw-1
+ * (pw = w + 2r, starting r pixels left of the block), from the uint8 input r rows above and
+ * below. */
 __global__ void gaussian_columns(const uint8_t *__restrict__ src, int64_t src_stride, int64_t pw,
                                  int64_t h, int r, const float *__restrict__ weights,
                                  float *__restrict__ cols) {
     int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     int64_t y = blockIdx.y * (int64_t)blockDim.y + threadIdx.y;
-    int c = blockIdx.z;
     if (x >= pw || y >= h) {
         return;
     }
-    const uint8_t *centre = src + y * src_stride + 3 * (x - r) + c;
+    const uint8_t *centre = src + y * src_stride + 3 * (x - r);
     float out = weights[0] * (float)centre[0];
     for (int k = 1; k <= r; k++) {
         out += weights[k] * ((float)centre[-k * src_stride] + (float)centre[k * src_stride]);
     }
-    cols[(c * h + y) * pw + x] = out;
+    cols[y * pw + x] = out;
 }
 
-/* Row pass: the output from the column-filtered rows. */
+/* Row pass for one channel: its output plane from the column-filtered rows. */
 __global__ void gaussian_rows(const float *__restrict__ cols, int64_t pw, int64_t w, int64_t h,
                               int r, const float *__restrict__ weights, float *__restrict__ dst,
-                              int64_t dst_stride, int64_t dst_plane) {
+                              int64_t dst_stride) {
     int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     int64_t y = blockIdx.y * (int64_t)blockDim.y + threadIdx.y;
-    int c = blockIdx.z;
     if (x >= w || y >= h) {
         return;
     }
-    const float *row = cols + (c * h + y) * pw + r + x;
+    const float *row = cols + y * pw + r + x;
     float out = weights[0] * row[0];
     for (int k = 1; k <= r; k++) {
         out += weights[k] * (row[-k] + row[k]);
     }
-    dst[c * dst_plane + y * dst_stride + x] = out;
+    dst[y * dst_stride + x] = out;
 }
 
 } // namespace
@@ -131,19 +130,20 @@ int sp_cuda_launch_sobel(const uint8_t *src, int64_t src_stride, int64_t w, int6
     return (int)cudaGetLastError();
 }
 
-/* `cols` holds 3 * (w + 2r) * h floats of device scratch; `weights` r + 1 device floats. */
-int sp_cuda_launch_gaussian(const uint8_t *src, int64_t src_stride, int64_t w, int64_t h, int r,
-                            const float *weights, float *cols, float *dst, int64_t dst_stride,
-                            int64_t dst_plane, cudaStream_t stream) {
+/* One channel: `src` points at that channel's byte of the block's first pixel; `cols` holds
+ * (w + 2r) * h device floats, `weights` r + 1. */
+int sp_cuda_launch_gaussian_channel(const uint8_t *src, int64_t src_stride, int64_t w, int64_t h,
+                                    int r, const float *weights, float *cols, float *dst,
+                                    int64_t dst_stride, cudaStream_t stream) {
     int64_t pw = w + 2 * (int64_t)r;
-    gaussian_columns<<<grid_for(pw, h, 3), dim3(THREADS_X, THREADS_Y), 0, stream>>>(
+    gaussian_columns<<<grid_for(pw, h, 1), dim3(THREADS_X, THREADS_Y), 0, stream>>>(
         src, src_stride, pw, h, r, weights, cols);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
         return (int)e;
     }
-    gaussian_rows<<<grid_for(w, h, 3), dim3(THREADS_X, THREADS_Y), 0, stream>>>(
-        cols, pw, w, h, r, weights, dst, dst_stride, dst_plane);
+    gaussian_rows<<<grid_for(w, h, 1), dim3(THREADS_X, THREADS_Y), 0, stream>>>(
+        cols, pw, w, h, r, weights, dst, dst_stride);
     return (int)cudaGetLastError();
 }
 

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/level_coords.h"
 #include "core/limits.h"
+#include "cuda/cuda_ops.h"
 #include "engine/engine.h"
 
 enum { SLOT_FREE = 0, SLOT_READING, SLOT_READY, SLOT_COMPUTING };
@@ -85,19 +87,6 @@ static int64_t reflect(int64_t i, int64_t n) {
     return m < n ? m : 2 * n - 1 - m;
 }
 
-/* The level-0 coordinate whose level coordinate (floor(x / ds), the read_region convention) is
- * exactly `l`. */
-static int64_t to_level0(int64_t l, double ds) {
-    int64_t x = (int64_t)ceil((double)l * ds);
-    while (x > 0 && floor((double)(x - 1) / ds) >= (double)l) {
-        x--;
-    }
-    while (floor((double)x / ds) < (double)l) {
-        x++;
-    }
-    return x;
-}
-
 /* Fill a block of bw x bh RGB8 pixels whose pixel (0, 0) is level pixel (bx0, by0): read the
  * part inside the level, then reflect the rest from it. */
 static sp_status read_block(engine *e, uint8_t *buf, int64_t stride, int64_t bx0, int64_t by0,
@@ -109,8 +98,8 @@ static sp_status read_block(engine *e, uint8_t *buf, int64_t stride, int64_t bx0
     sp_slide *s = e->job->slide;
     uint8_t *dst = buf + (iy0 - by0) * stride + (ix0 - bx0) * 3;
     sp_status st = sp_slide_read_region(s, SP_PIXEL_RGB8, dst, stride, e->job->level,
-                                        to_level0(ix0, g->downsample),
-                                        to_level0(iy0, g->downsample), ix1 - ix0, iy1 - iy0);
+                                        sp_level0_coord(ix0, g->downsample),
+                                        sp_level0_coord(iy0, g->downsample), ix1 - ix0, iy1 - iy0);
     if (st != SP_OK) {
         const char *msg = sp_slide_error(s);
         return sp_err_set(err, st, "reading level %d at (%lld, %lld): %s", (int)e->job->level,
@@ -147,7 +136,7 @@ static void tile_rect(const geometry *g, int64_t t, int64_t *x0, int64_t *y0, in
 }
 
 static sp_status compute_tile(engine *e, const slot *sl, float *scratch, uint8_t *chunk,
-                              sp_err *err) {
+                              sp_cuda_op_runner *gpu, sp_err *err) {
     const geometry *g = &e->g;
     const sp_op *op = e->job->op;
     int64_t x0, y0, w, h;
@@ -166,9 +155,9 @@ static sp_status compute_tile(engine *e, const slot *sl, float *scratch, uint8_t
         .dst_plane = g->chunk * g->chunk,
         .scratch = scratch,
     };
-    sp_status st = op->cpu(&e->job->params, &b);
+    sp_status st = gpu != NULL ? sp_cuda_op_runner_run(gpu, &b, err) : op->cpu(&e->job->params, &b);
     if (st != SP_OK) {
-        return sp_err_set(err, st, "op %s failed", op->name);
+        return gpu != NULL ? st : sp_err_set(err, st, "op %s failed", op->name);
     }
     return e->job->sink(e->job->sink_ctx, sl->tile / g->cols, sl->tile % g->cols, chunk, err);
 }
@@ -181,10 +170,15 @@ static void *tile_worker(void *arg) {
         op->scratch_floats ? op->scratch_floats(&e->job->params, g->chunk, g->chunk) : 0;
     float *scratch = nscratch ? malloc(nscratch * sizeof(float)) : NULL;
     uint8_t *chunk = malloc(g->chunk_bytes);
+    sp_cuda_op_runner *gpu = NULL;
+    sp_err setup = {0};
     if ((nscratch && scratch == NULL) || chunk == NULL) {
-        sp_err err = {0};
-        sp_err_set(&err, SP_E_NOMEM, "out of memory for a worker's buffers");
-        fail(e, &err);
+        sp_err_set(&setup, SP_E_NOMEM, "out of memory for a worker's buffers");
+    } else if (e->job->cuda) {
+        sp_cuda_op_runner_create(op, &e->job->params, g->chunk, &gpu, &setup);
+    }
+    if (setup.status != SP_OK) {
+        fail(e, &setup);
         free(scratch);
         free(chunk);
         return NULL;
@@ -209,7 +203,7 @@ static void *tile_worker(void *arg) {
             ready->state = SLOT_COMPUTING;
             pthread_mutex_unlock(&e->lock);
             sp_err err = {0};
-            sp_status st = compute_tile(e, ready, scratch, chunk, &err);
+            sp_status st = compute_tile(e, ready, scratch, chunk, gpu, &err);
             if (st != SP_OK) {
                 fail(e, &err);
             }
@@ -257,6 +251,7 @@ static void *tile_worker(void *arg) {
         pthread_cond_wait(&e->changed, &e->lock);
     }
     pthread_mutex_unlock(&e->lock);
+    sp_cuda_op_runner_destroy(gpu);
     free(scratch);
     free(chunk);
     return NULL;

@@ -42,6 +42,7 @@ typedef struct sp_engine_job {
     int threads;   /* workers, >= 1 */
     int in_flight; /* input tiles held at once; 0 = 2 x threads */
     bool global;   /* the whole-level baseline instead of tiles */
+    bool cuda;     /* tiles: run the op on the GPU (each worker with its own stream) */
     sp_engine_sink_fn sink;
     void *sink_ctx;
     sp_progress_fn progress; /* may be NULL; called from the calling thread */

@@ -25,7 +25,7 @@
 #define MAX_THREADS 1024
 
 struct sp_process_options {
-    int64_t value[SP_PROCESS_MODE + 1];
+    int64_t value[SP_PROCESS_DEVICE + 1];
 };
 
 sp_status sp_process_options_create(sp_process_options **out) {
@@ -48,6 +48,7 @@ sp_status sp_process_options_create(sp_process_options **out) {
     o->value[SP_PROCESS_THREADS] = 0;
     o->value[SP_PROCESS_IN_FLIGHT] = 0;
     o->value[SP_PROCESS_MODE] = SP_PROCESS_TILED;
+    o->value[SP_PROCESS_DEVICE] = SP_DEVICE_CPU;
     *out = o;
     return SP_OK;
 }
@@ -71,6 +72,7 @@ sp_status sp_process_options_set(sp_process_options *options, sp_process_option 
     case SP_PROCESS_THREADS: ok = value >= 0 && value <= MAX_THREADS; break;
     case SP_PROCESS_IN_FLIGHT: ok = value >= 0 && value <= 4 * MAX_THREADS; break;
     case SP_PROCESS_MODE: ok = value == SP_PROCESS_TILED || value == SP_PROCESS_GLOBAL; break;
+    case SP_PROCESS_DEVICE: ok = value == SP_DEVICE_CPU || value == SP_DEVICE_CUDA; break;
     default: ok = false; break;
     }
     if (!ok) {
@@ -259,6 +261,14 @@ static sp_status process(sp_slide *slide, const char *spec, const char *out_path
     if (st != SP_OK) {
         return st;
     }
+    bool cuda = o->value[SP_PROCESS_DEVICE] == SP_DEVICE_CUDA;
+    if (cuda && o->value[SP_PROCESS_MODE] == SP_PROCESS_GLOBAL) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "the global mode runs on the CPU only");
+    }
+    char why[300];
+    if (cuda && sp_cuda_device_count(why, sizeof why) == 0) {
+        return sp_err_set(err, SP_E_UNSUPPORTED, "--device cuda: %s", why);
+    }
     sp_zarr_store *store = NULL;
     st = sp_zarr_store_open(out_path, false, &store, err);
     if (st != SP_OK) {
@@ -291,6 +301,7 @@ static sp_status process(sp_slide *slide, const char *spec, const char *out_path
             .threads = threads > 0 ? threads : default_threads(),
             .in_flight = (int)o->value[SP_PROCESS_IN_FLIGHT],
             .global = o->value[SP_PROCESS_MODE] == SP_PROCESS_GLOBAL,
+            .cuda = cuda,
             .sink = zarr_sink,
             .sink_ctx = &p,
             .progress = progress,

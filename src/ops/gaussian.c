@@ -14,12 +14,13 @@
 #include <stdlib.h>
 
 #include "core/numbers.h"
+#include "cuda/cuda_ops.h"
 #include "ops/op.h"
 
 /* Largest sigma accepted: radius 400, a block's halo stays small next to a chunk. */
 #define MAX_SIGMA 100.0
 
-static int radius_of(double sigma) {
+int sp_op_gaussian_radius(double sigma) {
     return (int)(4.0 * sigma + 0.5);
 }
 
@@ -38,17 +39,16 @@ static sp_status gaussian_parse(const char *arg, sp_op_params *p, sp_err *err) {
 }
 
 static int gaussian_halo(const sp_op_params *p) {
-    return radius_of(p->sigma);
+    return sp_op_gaussian_radius(p->sigma);
 }
 
 /* The channel plane, the column-filtered rows, and the weights. */
 static size_t gaussian_scratch(const sp_op_params *p, int64_t w, int64_t h) {
-    int64_t r = radius_of(p->sigma);
+    int64_t r = sp_op_gaussian_radius(p->sigma);
     return (size_t)((w + 2 * r) * (h + 2 * r) + (w + 2 * r) * h + r + 1);
 }
 
-/* weights[k] for k = 0..r (the kernel is symmetric), scipy's normalisation. */
-static void make_weights(double sigma, int r, float *weights) {
+void sp_op_gaussian_weights(double sigma, int r, float *weights) {
     double sum = 0, s2 = sigma * sigma;
     for (int k = -r; k <= r; k++) {
         sum += exp(-0.5 / s2 * (double)k * (double)k);
@@ -92,10 +92,10 @@ static void filter_row(const float *restrict row, const float *w, int r, float *
 }
 
 static sp_status gaussian_cpu(const sp_op_params *p, const sp_op_block *b) {
-    int r = radius_of(p->sigma);
+    int r = sp_op_gaussian_radius(p->sigma);
     int64_t pw = b->width + 2 * r, ph = b->height + 2 * r;
     float *plane = b->scratch, *cols = plane + pw * ph, *w = cols + pw * b->height;
-    make_weights(p->sigma, r, w);
+    sp_op_gaussian_weights(p->sigma, r, w);
     for (int c = 0; c < 3; c++) {
         sp_op_rgb_channel_to_float(b->src - r * b->src_stride - 3 * r, b->src_stride, c, pw, ph,
                                    plane);
@@ -119,5 +119,5 @@ const sp_op sp_op_gaussian = {
     .channels = 3,
     .scratch_floats = gaussian_scratch,
     .cpu = gaussian_cpu,
-    .cuda = NULL,
+    .cuda = sp_cuda_op_gaussian,
 };

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "cuda/cuda_ops.h"
 #include "ops/op.h"
 
 static float od_table[256];
@@ -15,6 +16,11 @@ static void od_init(void) {
     for (int i = 0; i < 256; i++) {
         od_table[i] = (float)-log((i < 1 ? 1.0 : (double)i) / 255.0);
     }
+}
+
+const float *sp_op_od_table(void) {
+    pthread_once(&od_once, od_init);
+    return od_table;
 }
 
 static int od_halo(const sp_op_params *p) {
@@ -46,5 +52,5 @@ const sp_op sp_op_od = {
     .channels = 3,
     .scratch_floats = NULL,
     .cpu = od_cpu,
-    .cuda = NULL,
+    .cuda = sp_cuda_op_od,
 };

@@ -63,6 +63,15 @@ extern const sp_op sp_op_gaussian;
  * parameters; SP_E_INVALID_ARG with a message naming the problem otherwise. */
 sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, sp_err *err);
 
+/* The od op's 256 values, -ln(max(i, 1) / 255) rounded to float (the CUDA backend uses the same
+ * table). */
+const float *sp_op_od_table(void);
+
+/* The gaussian op's radius, int(4 sigma + 0.5), and its weights w[0..radius] (scipy's
+ * normalisation, computed in double, rounded to float), shared with the CUDA backend. */
+int sp_op_gaussian_radius(double sigma);
+void sp_op_gaussian_weights(double sigma, int radius, float *weights);
+
 /* Deinterleave channel `c` of an RGB8 block (w x h pixels, rows of `stride` bytes) into floats
  * (rows of w). */
 void sp_op_rgb_channel_to_float(const uint8_t *src, int64_t stride, int c, int64_t w, int64_t h,

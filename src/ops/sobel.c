@@ -12,6 +12,7 @@
  */
 #include <math.h>
 
+#include "cuda/cuda_ops.h"
 #include "ops/op.h"
 
 static int sobel_halo(const sp_op_params *p) {
@@ -79,5 +80,5 @@ const sp_op sp_op_sobel = {
     .channels = 3,
     .scratch_floats = sobel_scratch,
     .cpu = sobel_cpu,
-    .cuda = NULL,
+    .cuda = sp_cuda_op_sobel,
 };

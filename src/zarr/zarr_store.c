@@ -111,7 +111,6 @@ struct sp_zarr_store {
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-
 /* A growing text buffer for the metadata documents; `failed` sticks after an allocation failure. */
 typedef struct strbuf {
     char *s;
@@ -452,8 +451,8 @@ static sp_status flush_batch(const sp_zarr_store *s, pending_rename *batch, size
     sp_status st = n > 0 ? sync_store(s, err) : SP_OK;
     for (size_t i = 0; i < n; i++) {
         if (st == SP_OK && rename(batch[i].tmp, batch[i].full) != 0) {
-            st = sp_err_set(err, SP_E_IO, "cannot rename %s to %s: %s", batch[i].tmp,
-                            batch[i].full, strerror(errno));
+            st = sp_err_set(err, SP_E_IO, "cannot rename %s to %s: %s", batch[i].tmp, batch[i].full,
+                            strerror(errno));
         }
         if (st != SP_OK) {
             unlink(batch[i].tmp);

@@ -69,3 +69,33 @@ def test_region_device_usage_error(run, testdata, tmp_path):
     proc = run(region_args(testdata, tmp_path / "x.rgba", "tpu"))
     assert proc.returncode == 2
     assert "--device is cpu or cuda" in proc.stderr
+
+
+PROCESS_OPS = ["grey", "od", "sobel", "gaussian:2.5"]
+
+
+@pytest.mark.parametrize("op", PROCESS_OPS)
+def test_process_device_cuda(run, testdata, slidepipe_bin, tmp_path, op):
+    """On a GPU the op's kernels give the CPU's output bit for bit, so the dataset hashes are
+    equal; without one the run stops before writing anything, with one clear line."""
+    report = gpu_report(slidepipe_bin)
+    slide = testdata / SLIDE
+    common = ["--op", op, "--chunk", 333, "--threads", 2]
+    gpu_out = tmp_path / "gpu.zarr"
+    proc = run(["process", slide, gpu_out, *common, "--device", "cuda"])
+    if not report["devices"]:
+        assert proc.returncode == 1
+        assert proc.stderr.startswith("slidepipe: ") and "--device cuda" in proc.stderr
+        assert not gpu_out.exists()
+        pytest.skip(f"no GPU here ({report['reason']}): GPU op output not compared")
+    assert proc.returncode == 0, proc.stderr
+    cpu = run(["process", slide, tmp_path / "cpu.zarr", *common, "--device", "cpu"])
+    assert cpu.returncode == 0, cpu.stderr
+    assert proc.stdout == cpu.stdout  # "dataset_hash HEX"
+
+
+def test_process_global_mode_is_cpu_only(run, testdata, tmp_path):
+    proc = run(["process", testdata / SLIDE, tmp_path / "g.zarr", "--op", "sobel", "--mode",
+                "global", "--device", "cuda"])
+    assert proc.returncode == 2
+    assert "global runs on the CPU only" in proc.stderr

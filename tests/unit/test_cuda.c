@@ -2,12 +2,14 @@
  * rely on, and that a machine without a GPU (or a build without CUDA) gets clean refusals, never
  * a crash. With a GPU: region reads into device memory, split into many bands, equal the CPU
  * reads byte for byte on real slides (RGBA8 and RGB8, padded strides, regions crossing the level's
- * edge, levels with fractional downsamples). Without one the device checks are reported skipped. */
+ * edge, levels with fractional downsamples), and every op's kernels give the CPU op's output bit
+ * for bit on random blocks with halos. Without one the device checks are reported skipped. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/level_coords.h"
+#include "cuda/cuda_ops.h"
 #include "cuda/cuda_testing.h"
 #include "slidepipe.h"
 #include "unit.h"
@@ -18,7 +20,8 @@ static void test_level0_coord(void) {
     for (size_t i = 0; i < sizeof DS / sizeof DS[0]; i++) {
         for (int64_t t = -50; t < 20000; t += (t < 100 ? 1 : 97)) {
             int64_t c = sp_level0_coord(t, DS[i]);
-            if (floor((double)c / DS[i]) != (double)t || floor((double)(c - 1) / DS[i]) >= (double)t) {
+            if (floor((double)c / DS[i]) != (double)t ||
+                floor((double)(c - 1) / DS[i]) >= (double)t) {
                 bad++;
             }
         }
@@ -97,12 +100,76 @@ static void test_device_reads(const char *data, int devices) {
             compare_region(ctx, slide, SP_PIXEL_RGBA8, level, 0, 0, rw, rh, 37);
             compare_region(ctx, slide, SP_PIXEL_RGB8, level, 0, 0, rw, rh, 64);
             /* crossing the bottom-right edge, from an odd level-0 origin */
-            int64_t x = (int64_t)((double)(w - rw / 2) * ds) + 3, y = (int64_t)((double)(h - rh / 2) * ds) + 1;
+            int64_t x = (int64_t)((double)(w - rw / 2) * ds) + 3,
+                    y = (int64_t)((double)(h - rh / 2) * ds) + 1;
             compare_region(ctx, slide, SP_PIXEL_RGBA8, level, x, y, rw, rh, 13);
         }
         sp_slide_close(slide);
     }
     sp_cuda_context_destroy(ctx);
+}
+
+/* Run one op on a random block (w x h outputs, chunk-sized buffers) on the CPU and the GPU. */
+static void compare_op(const char *spec, int64_t chunk, int64_t w, int64_t h, unsigned seed) {
+    const sp_op *op = NULL;
+    sp_op_params params;
+    sp_err err = {0};
+    CHECK_EQ_INT(sp_op_parse(spec, &op, &params, &err), SP_OK);
+    int64_t halo = op->halo(&params), side = chunk + 2 * halo, stride = side * 3;
+    size_t elem = op->output == SP_ZARR_F32 ? 4 : 1;
+    size_t out_bytes = (size_t)op->channels * (size_t)(chunk * chunk) * elem;
+    size_t nscratch = op->scratch_floats ? op->scratch_floats(&params, chunk, chunk) : 0;
+    uint8_t *in = malloc((size_t)(stride * side)), *cpu = calloc(1, out_bytes),
+            *gpu = malloc(out_bytes);
+    float *scratch = malloc((nscratch + 1) * sizeof(float));
+    for (int64_t i = 0; i < stride * side; i++) {
+        seed = seed * 1103515245u + 12345u;
+        in[i] = (uint8_t)(seed >> 16);
+    }
+    sp_op_block b = {.src = in + halo * stride + 3 * halo,
+                     .src_stride = stride,
+                     .width = w,
+                     .height = h,
+                     .dst = cpu,
+                     .dst_stride = chunk,
+                     .dst_plane = chunk * chunk,
+                     .scratch = scratch};
+    CHECK_EQ_INT(op->cpu(&params, &b), SP_OK);
+    sp_cuda_op_runner *runner = NULL;
+    CHECK_EQ_INT(sp_cuda_op_runner_create(op, &params, chunk, &runner, &err), SP_OK);
+    b.dst = gpu;
+    if (runner != NULL) {
+        CHECK_EQ_INT(sp_cuda_op_runner_run(runner, &b, &err), SP_OK);
+        if (memcmp(cpu, gpu, out_bytes) != 0) {
+            fprintf(stderr, "op %s, %lldx%lld of %lld: GPU output differs from the CPU's\n", spec,
+                    (long long)w, (long long)h, (long long)chunk);
+            CHECK(0);
+        }
+    }
+    sp_cuda_op_runner_destroy(runner);
+    free(in);
+    free(cpu);
+    free(gpu);
+    free(scratch);
+}
+
+static void test_ops_on_gpu(void) {
+    static const char *const OPS[] = {"grey", "od", "sobel", "gaussian:0.7", "gaussian:3.3"};
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
+        compare_op(OPS[i], 256, 256, 256, 7u + (unsigned)i);
+        compare_op(OPS[i], 256, 77, 150, 99u + (unsigned)i); /* an edge tile */
+    }
+}
+
+/* Without a GPU the engine's runner refuses with a message, never a crash. */
+static void test_ops_without_gpu(void) {
+    const sp_op *op = NULL;
+    sp_op_params params;
+    sp_err err = {0};
+    CHECK_EQ_INT(sp_op_parse("sobel", &op, &params, &err), SP_OK);
+    sp_cuda_op_runner *runner = (sp_cuda_op_runner *)1;
+    CHECK(sp_cuda_op_runner_create(op, &params, 256, &runner, &err) != SP_OK);
+    CHECK(runner == NULL && err.msg[0] != '\0');
 }
 
 void unit_run(void) {
@@ -111,8 +178,10 @@ void unit_run(void) {
     int devices = sp_cuda_device_count(why, sizeof why);
     if (devices == 0) {
         test_without_gpu();
+        test_ops_without_gpu();
         return;
     }
+    test_ops_on_gpu();
     const char *data = unit_testdata();
     if (data == NULL) {
         unit_skip("shared test data absent: device reads not tested");
