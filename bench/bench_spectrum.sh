@@ -12,8 +12,9 @@
 #     SLIDEPIPE  the binary to time (default: build/slidepipe)
 #   env: PATCH (default 256), BLOCK (default 1024), THREADS (default: all cores)
 #
-# The two runs, in this order (the input is read once beforehand so both find it cached):
-#   slidepipe spectrum jpeg.tif --patch 256 --block 1024 --json OUT
+# The three runs, in this order (the input is read once beforehand so all find it cached):
+#   slidepipe spectrum jpeg.tif --patch 256 --block 1024 --json OUT            (default threads)
+#   slidepipe spectrum jpeg.tif --patch 256 --block 1024 --json OUT --threads 1 (one core)
 #   /usr/bin/python3 ../shared/bench/py_spectrum.py jpeg.tif 256 1024
 set -euo pipefail
 
@@ -60,6 +61,7 @@ run() {
 threads=()
 [ -n "${THREADS:-}" ] && threads=(--threads "$THREADS")
 run slidepipe "$sp" spectrum "$slide" --patch "$patch" --block "$block" --json "$tmp/sp.json" "${threads[@]}"
+run slidepipe1 "$sp" spectrum "$slide" --patch "$patch" --block "$block" --json "$tmp/sp1.json" --threads 1
 run python /usr/bin/python3 "$peers/py_spectrum.py" "$slide" "$patch" "$block"
 
 # slidepipe's statistics and time split, from its JSON.
@@ -75,12 +77,15 @@ py_std=$(sed -n 's/.*std=\([-0-9.]*\)dB.*/\1/p' <<<"$py_line")
 py_patches=$(sed -n 's/.*patches=\([0-9]*\).*/\1/p' <<<"$py_line")
 
 read -r sp_s sp_cpu sp_rss <"$tmp/slidepipe.row"
+read -r sp1_s sp1_cpu sp1_rss <"$tmp/slidepipe1.row"
 read -r py_s py_cpu py_rss <"$tmp/python.row"
 echo "spectrum of jpeg.tif ($(/usr/bin/python3 -c 'import openslide,sys; print("%dx%d" % openslide.OpenSlide(sys.argv[1]).dimensions)' "$slide")), ${patch}² patches, ${block}-row strips;" \
     "$(nproc) cores; $(date -u +%Y-%m-%d); load average before: $load"
 printf '%-34s %9s %9s %13s %9s %11s %10s %9s\n' tool seconds "CPU s" "peak RSS MB" patches "mean dB" "std dB" "x slower"
 printf '%-34s %9s %9s %13s %9s %11s %10s %9s\n' "slidepipe spectrum" "$sp_s" "$sp_cpu" "$sp_rss" \
     "$sp_patches" "$sp_mean" "$sp_std" 1.0
+printf '%-34s %9s %9s %13s %9s %11s %10s %9s\n' "slidepipe spectrum --threads 1" "$sp1_s" "$sp1_cpu" \
+    "$sp1_rss" "$sp_patches" "" "" "$(awk -v a="$sp1_s" -v b="$sp_s" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')"
 printf '%-34s %9s %9s %13s %9s %11s %10s %9s\n' "numpy reference (py_spectrum.py)" "$py_s" "$py_cpu" \
     "$py_rss" "$py_patches" "$py_mean" "$py_std" \
     "$(awk -v a="$py_s" -v b="$sp_s" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')"

@@ -9,7 +9,7 @@
 #include "cli.h"
 #include "plot_png.h"
 
-enum { W = 960, H = 600, LEFT = 100, RIGHT = W - 24, TOP = 56, BOTTOM = H - 76, SCALE = 2 };
+enum { W = 960, H = 600, LEFT = 120, RIGHT = W - 24, TOP = 56, BOTTOM = H - 76, SCALE = 2 };
 enum { ADVANCE = (PLOT_GLYPH_W + 1) * SCALE };
 
 typedef struct canvas {
@@ -131,7 +131,7 @@ bool plot_histograms(const char *path, const plot_series *series, int n_series, 
     line(&c, LEFT, BOTTOM, RIGHT, BOTTOM, 1, black);
     text(&c, (LEFT + RIGHT - text_width("dB")) / 2, H - 34, "dB", false, black);
     const char *ylabel = "fraction of values";
-    text(&c, 20, (TOP + BOTTOM + text_width(ylabel)) / 2, ylabel, true, black);
+    text(&c, 12, (TOP + BOTTOM + text_width(ylabel)) / 2, ylabel, true, black);
     const char *title = "log-magnitude spectrum: histogram of 20 log10(abs(F) + 1e-6)";
     text(&c, (W - text_width(title)) / 2, 18, title, false, black);
     /* The series, the corpus last so that it stays on top. */

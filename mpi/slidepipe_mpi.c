@@ -67,8 +67,12 @@ static void coordinate(int size, const spectrum_args *a, const sp_spectrum_optio
     pthread_t thread;
     bool started = pthread_create(&thread, NULL, rank0_compute, &w) == 0;
     result_msg *msg = malloc(sizeof *msg);
+    if (msg == NULL) {
+        cli_fail("out of memory");
+        MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR); /* the other ranks wait for answers */
+    }
     int active = size - 1;
-    while (msg != NULL && active > 0) {
+    while (active > 0) {
         int flag = 0;
         MPI_Status status;
         MPI_Iprobe(MPI_ANY_SOURCE, TAG_RESULT, MPI_COMM_WORLD, &flag, &status);

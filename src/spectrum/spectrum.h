@@ -38,6 +38,7 @@ typedef struct sp_spectrum_kernel {
     float *db;               /* P/2 + 1 */
     int32_t *slot;           /* P/2 + 1 */
     int64_t hist[SP_SPECTRUM_SLOTS];
+    float red[256], green[256], blue[256]; /* v * 0.299f, v * 0.587f, v * 0.114f */
 } sp_spectrum_kernel;
 
 /* The r2c plan for P x P patches (FFTW_ESTIMATE, see spectrum_kernel.c for why), made under a

@@ -111,6 +111,11 @@ sp_status sp_spectrum_kernel_init(sp_spectrum_kernel *k, int patch, fftwf_plan p
     k->freq = fftwf_malloc(sizeof(fftwf_complex) * (size_t)patch * half);
     k->db = malloc(sizeof(float) * half);
     k->slot = malloc(sizeof(int32_t) * half);
+    for (int v = 0; v < 256; v++) {
+        k->red[v] = (float)v * 0.299f;
+        k->green[v] = (float)v * 0.587f;
+        k->blue[v] = (float)v * 0.114f;
+    }
     return k->grey && k->freq && k->db && k->slot ? SP_OK : SP_E_NOMEM;
 }
 
@@ -125,23 +130,30 @@ void sp_spectrum_kernel_free(sp_spectrum_kernel *k) {
     k->slot = NULL;
 }
 
-/* Grey values of a patch; returns their sum (in double: exact to far below a float's rounding). */
-static double to_grey(float *restrict grey, const uint8_t *restrict rgb, int64_t stride, int n) {
-    double total = 0;
+/* Grey values of a patch; returns their sum. The three products come from the kernel's tables
+ * (the same float products, looked up instead of converted and multiplied per pixel); the sum is
+ * kept in four double accumulators, so it is not one long chain of dependent additions. */
+static double to_grey(const sp_spectrum_kernel *k, float *restrict grey,
+                      const uint8_t *restrict rgb, int64_t stride, int n) {
+    double acc[4] = {0, 0, 0, 0};
     for (int y = 0; y < n; y++) {
         const uint8_t *px = rgb + y * stride;
         float *g = grey + (size_t)y * (size_t)n;
-        double row_d = 0;
         for (int x = 0; x < n; x++) {
-            g[x] = ((float)px[3 * x] * 0.299f + (float)px[3 * x + 1] * 0.587f) +
-                   (float)px[3 * x + 2] * 0.114f;
+            g[x] = (k->red[px[3 * x]] + k->green[px[3 * x + 1]]) + k->blue[px[3 * x + 2]];
         }
-        for (int x = 0; x < n; x++) {
-            row_d += g[x];
+        int x = 0;
+        for (; x + 4 <= n; x += 4) {
+            acc[0] += g[x];
+            acc[1] += g[x + 1];
+            acc[2] += g[x + 2];
+            acc[3] += g[x + 3];
         }
-        total += row_d;
+        for (; x < n; x++) {
+            acc[0] += g[x];
+        }
     }
-    return total;
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 /* Subtract the integer nearest the patch's mean. A float FFT's rounding error grows with the
@@ -171,7 +183,7 @@ void sp_spectrum_patch(sp_spectrum_kernel *k, const uint8_t *rgb, int64_t stride
     int n = k->patch, half = n / 2 + 1;
     /* Columns 1 .. last_twice count twice; column 0 and, for even P, column P/2 once. */
     int last_twice = n % 2 == 0 ? half - 2 : half - 1;
-    double total = to_grey(k->grey, rgb, stride, n);
+    double total = to_grey(k, k->grey, rgb, stride, n);
     remove_offset(k->grey, (size_t)n * (size_t)n, (float)nearbyint(total / ((double)n * n)));
     fftwf_execute_dft_r2c(k->plan, k->grey, k->freq);
     k->freq[0][0] = (float)total; /* F[0][0] is the sum of the patch, a real number */
