@@ -209,7 +209,7 @@ def test_unwritable_json_is_a_runtime_error(run, testdata):
     assert "slidepipe: cannot" in proc.stderr
 
 
-def mpi_command(slidepipe_bin: Path) -> list[str]:
+def mpi_command(slidepipe_bin: Path, ranks: int) -> list[str]:
     mpirun = shutil.which("mpirun")
     runner = slidepipe_bin.parent / "slidepipe-mpi"
     if mpirun is None:
@@ -220,14 +220,16 @@ def mpi_command(slidepipe_bin: Path) -> list[str]:
         msg = f"{runner} was not built (MPI C library not found by CMake)"
         print(msg)
         pytest.skip(msg)
-    cmd = [mpirun, "-n", "3", "--oversubscribe"]
+    cmd = [mpirun, "-n", str(ranks), "--oversubscribe"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")  # containers run tests as root; Open MPI refuses else
     return [*cmd, str(runner)]
 
 
-def test_mpi_equals_single_process(run, slidepipe_bin, testdata, tmp_path):
-    cmd = mpi_command(slidepipe_bin)
+@pytest.mark.parametrize("ranks", [3, 1])
+def test_mpi_equals_single_process(ranks, run, slidepipe_bin, testdata, tmp_path):
+    """Three ranks (rank 0 hands out slides and computes too), and one rank alone."""
+    cmd = mpi_command(slidepipe_bin, ranks)
     slides = [
         testdata / "aperio/CMU-1-Small-Region.svs",
         testdata / "robustness/broken.svs",
