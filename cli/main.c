@@ -20,6 +20,7 @@ static const struct {
     {"verify", cmd_verify, "re-hash a converted OME-Zarr store against its manifest"},
     {"process", cmd_process, "run an op (sobel, gaussian, od, grey) over a level into OME-Zarr"},
     {"gpu", cmd_gpu, "show the CUDA devices and GPU libraries slidepipe can use"},
+    {"spectrum", cmd_spectrum, "log-magnitude spectral statistics of slides (histogram, mean, std)"},
 };
 
 static void usage(FILE *out) {

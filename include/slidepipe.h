@@ -374,6 +374,81 @@ SP_API sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide,
                                      int32_t level, int64_t x, int64_t y, int64_t width,
                                      int64_t height);
 
+/* ---- Spectral statistics ----------------------------------------------------------------- */
+
+/* Log-magnitude spectra of a slide (docs/ops.md, "spectrum"): a level is cut into full P x P
+ * patches on its own pixel grid; each patch's grey image (BT.601 luma in float32,
+ * (0.299 R + 0.587 G) + 0.114 B) is Fourier transformed (FFTW, single precision); every value of
+ * the full P x P complex spectrum becomes dB = 20 log10(|F| + 1e-6). The statistics are a
+ * histogram of those values from -40 to 160 dB in 800 bins of 0.25 dB (bin i holds
+ * -40 + i/4 <= dB < -40 + (i+1)/4; the last bin also holds 160), and the sum and sum of squares
+ * of all values (in range or not), from which the mean and standard deviation follow. */
+#define SP_SPECTRUM_BINS 800
+#define SP_SPECTRUM_DB_MIN (-40.0)
+#define SP_SPECTRUM_DB_MAX 160.0
+
+/* Options of sp_spectrum_compute, through setters. Defaults: level 0, patch 256, block 1024,
+ * threads = all cores. */
+typedef struct sp_spectrum_options sp_spectrum_options;
+
+typedef enum sp_spectrum_option {
+    SP_SPECTRUM_LEVEL = 0,   /* the pyramid level to analyse, >= 0 (checked against the slide) */
+    SP_SPECTRUM_PATCH = 1,   /* patch side P, 4 .. 4096 */
+    SP_SPECTRUM_BLOCK = 2,   /* rows read per strip, B: a multiple of P, at most 16384; it changes
+                                how the level is read, never the statistics */
+    SP_SPECTRUM_THREADS = 3, /* worker threads, 0 = all cores, at most 1024 */
+} sp_spectrum_option;
+
+SP_API sp_status sp_spectrum_options_create(sp_spectrum_options **out);
+/* Free options; NULL is accepted. */
+SP_API void sp_spectrum_options_destroy(sp_spectrum_options *options);
+/* Set an option; SP_E_INVALID_ARG for an unknown option or a value out of its range (the block
+ * is checked against the patch by sp_spectrum_compute, since either may be set first). */
+SP_API sp_status sp_spectrum_options_set(sp_spectrum_options *options, sp_spectrum_option option,
+                                         int64_t value);
+/* An option's current value, or -1 for an unknown option. */
+SP_API int64_t sp_spectrum_options_get(const sp_spectrum_options *options,
+                                       sp_spectrum_option option);
+
+/* The statistics of one slide or of many merged. A plain struct (it travels between MPI ranks as
+ * bytes) that starts with its own size: call sp_spectrum_stats_init before any other use. */
+typedef struct sp_spectrum_stats {
+    uint64_t size;                         /* sizeof(sp_spectrum_stats), set by init */
+    int64_t patches;                       /* P x P patches analysed */
+    int64_t values;                        /* dB values: patches x P x P */
+    int64_t below, above;                  /* values under -40 dB / over 160 dB (not binned) */
+    int64_t histogram[SP_SPECTRUM_BINS];   /* counts per 0.25 dB bin from -40 dB */
+    double sum, sum_squares;               /* of all dB values, accumulated in double */
+    double read_seconds;                   /* thread-seconds spent reading and decoding */
+    double compute_seconds;                /* thread-seconds spent on grey, FFT, dB, histogram */
+} sp_spectrum_stats;
+
+/* Zero the statistics and set their size. */
+SP_API void sp_spectrum_stats_init(sp_spectrum_stats *stats);
+
+/* Add `from` into `into` (counts, sums, seconds). Floating-point addition is not associative,
+ * so merging the same results in the same order always gives the same bits: merge per-slide
+ * results in list order and a corpus total does not depend on threads or on how slides were
+ * spread over processes. SP_E_INVALID_ARG when either was not initialised. */
+SP_API sp_status sp_spectrum_stats_merge(sp_spectrum_stats *into, const sp_spectrum_stats *from);
+
+/* The mean and standard deviation of all values in dB (sqrt(sum_squares / n - mean^2), as the
+ * reference py_spectrum.py computes it); NaN when there are none. */
+SP_API double sp_spectrum_stats_mean(const sp_spectrum_stats *stats);
+SP_API double sp_spectrum_stats_std(const sp_spectrum_stats *stats);
+
+/* Compute the statistics of one slide into `out` (initialised here). The level is read as RGB8
+ * through sp_slide_read_region in strips of B rows, each strip in column pieces, by a pool of
+ * threads that reads up to one strip ahead of the transforms, so that reading strip N+1 overlaps
+ * transforming strip N. Only the full patches are used (a W x H level gives floor(W/P) x
+ * floor(H/P) patches). The result does not depend on the thread count or the block height.
+ * `progress` (may be NULL) is called, one call at a time, from worker threads with the pieces
+ * done and their total. Fails with SP_E_INVALID_ARG for a level out of range or one smaller than
+ * a patch, or with the slide's read error; a message goes to `err`. */
+SP_API sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options *options,
+                                     sp_progress_fn progress, void *progress_user,
+                                     sp_spectrum_stats *out, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

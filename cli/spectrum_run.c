@@ -1,0 +1,403 @@
+/* spectrum_run.c — the spectral-statistics front end shared by `slidepipe spectrum` and
+ * `slidepipe-mpi spectrum` (see spectrum_run.h): argument parsing, the slide list, running one
+ * slide, the summary lines, the JSON document and the plot.
+ *
+ * The corpus is the merge of the successful slides' statistics in list order, whoever computed
+ * them, so both front ends write the same JSON for the same slides (timings aside).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "plot_png.h"
+#include "spectrum_run.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool add_slide(spectrum_args *a, const char *path) {
+    char **grown = realloc(a->slides, (size_t)(a->n_slides + 1) * sizeof *grown);
+    char *copy = strdup(path);
+    if (grown == NULL || copy == NULL) {
+        if (grown != NULL) {
+            a->slides = grown;
+        }
+        free(copy);
+        return false;
+    }
+    a->slides = grown;
+    a->slides[a->n_slides++] = copy;
+    return true;
+}
+
+int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *a) {
+    static const struct option opts[] = {
+        {"list", required_argument, NULL, 'L'},   {"level", required_argument, NULL, 'l'},
+        {"patch", required_argument, NULL, 'p'},  {"block", required_argument, NULL, 'b'},
+        {"json", required_argument, NULL, 'j'},   {"plot", required_argument, NULL, 'P'},
+        {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    char usage[512];
+    snprintf(usage, sizeof usage, "%s %s", prog, SPECTRUM_USAGE);
+    memset(a, 0, sizeof *a);
+    a->level = 0;
+    a->patch = 256;
+    a->block = 1024;
+    a->threads = 0;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        int64_t *target = NULL, lo = 0, hi = 0;
+        const char *what = NULL;
+        switch (c) {
+        case 'L': a->list_path = optarg; continue;
+        case 'j': a->json_path = optarg; continue;
+        case 'P':
+            if (!cli_has_extension(optarg, ".png")) {
+                return cli_usage_error(usage, "--plot wants a .png file, not '%s'", optarg);
+            }
+            a->plot_path = optarg;
+            continue;
+        case 'l': target = &a->level; lo = 0; hi = 1024; what = "level"; break;
+        case 'p': target = &a->patch; lo = 4; hi = 4096; what = "patch"; break;
+        case 'b': target = &a->block; lo = 4; hi = 16384; what = "block"; break;
+        case 't': target = &a->threads; lo = 0; hi = 1024; what = "threads"; break;
+        case 'h': printf("usage: %s\n", usage); return CLI_OK;
+        case ':': return cli_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (!cli_parse_int(optarg, lo, hi, target)) {
+            return cli_usage_error(usage, "bad value '%s' for --%s (an integer in %lld..%lld)",
+                                   optarg, what, (long long)lo, (long long)hi);
+        }
+    }
+    if (a->block % a->patch != 0) {
+        return cli_usage_error(usage, "--block %lld is not a multiple of --patch %lld",
+                               (long long)a->block, (long long)a->patch);
+    }
+    for (int i = optind; i < argc; i++) {
+        if (!add_slide(a, argv[i])) {
+            return cli_fail("out of memory");
+        }
+    }
+    return -1;
+}
+
+bool spectrum_load_list(spectrum_args *a, const char *prog, bool *usage) {
+    *usage = false;
+    if (a->list_path != NULL) {
+        FILE *f = fopen(a->list_path, "r");
+        if (f == NULL) {
+            cli_fail("cannot read the list %s: %s", a->list_path, strerror(errno));
+            return false;
+        }
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        bool ok = true;
+        while (ok && (len = getline(&line, &cap, f)) >= 0) {
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) {
+                line[--len] = '\0';
+            }
+            if (len == 0 || line[0] == '#') {
+                continue;
+            }
+            ok = add_slide(a, line);
+        }
+        bool read_error = ferror(f) != 0;
+        free(line);
+        fclose(f);
+        if (!ok) {
+            cli_fail("out of memory");
+            return false;
+        }
+        if (read_error) {
+            cli_fail("cannot read the list %s", a->list_path);
+            return false;
+        }
+    }
+    if (a->n_slides == 0) {
+        char text[512];
+        snprintf(text, sizeof text, "%s %s", prog, SPECTRUM_USAGE);
+        cli_usage_error(text, a->list_path ? "the list %s names no slide" : "no slides given",
+                        a->list_path);
+        *usage = true;
+        return false;
+    }
+    return true;
+}
+
+void spectrum_args_free(spectrum_args *a) {
+    for (int64_t i = 0; i < a->n_slides; i++) {
+        free(a->slides[i]);
+    }
+    free(a->slides);
+    a->slides = NULL;
+    a->n_slides = 0;
+}
+
+sp_spectrum_options *spectrum_options(const spectrum_args *a) {
+    sp_spectrum_options *o = NULL;
+    if (sp_spectrum_options_create(&o) != SP_OK ||
+        sp_spectrum_options_set(o, SP_SPECTRUM_LEVEL, a->level) != SP_OK ||
+        sp_spectrum_options_set(o, SP_SPECTRUM_PATCH, a->patch) != SP_OK ||
+        sp_spectrum_options_set(o, SP_SPECTRUM_BLOCK, a->block) != SP_OK ||
+        sp_spectrum_options_set(o, SP_SPECTRUM_THREADS, a->threads) != SP_OK) {
+        sp_spectrum_options_destroy(o);
+        cli_fail("out of memory");
+        return NULL;
+    }
+    return o;
+}
+
+typedef struct progress_line {
+    const char *name;
+    int64_t index, count;
+    double last;
+    bool shown;
+} progress_line;
+
+static void show_progress(void *user, int64_t done, int64_t total) {
+    progress_line *p = user;
+    double t = now_seconds();
+    if (done < total && t - p->last < 0.2) {
+        return;
+    }
+    p->last = t;
+    fprintf(stderr, "\rspectrum: slide %lld/%lld %5.1f%%  %.50s   ", (long long)p->index + 1,
+            (long long)p->count, total > 0 ? 100.0 * (double)done / (double)total : 100.0,
+            p->name);
+    fflush(stderr);
+    p->shown = true;
+}
+
+void spectrum_run_slide(const char *path, const sp_spectrum_options *options, int64_t index,
+                        int64_t count, bool show, spectrum_result *r) {
+    memset(r, 0, sizeof *r);
+    sp_spectrum_stats_init(&r->stats);
+    double t0 = now_seconds();
+    sp_slide *slide = NULL;
+    if (sp_slide_open(path, &slide, r->error, sizeof r->error) != SP_OK) {
+        r->seconds = now_seconds() - t0;
+        return;
+    }
+    int64_t level = sp_spectrum_options_get(options, SP_SPECTRUM_LEVEL);
+    if (level < sp_slide_level_count(slide)) {
+        sp_slide_level_dimensions(slide, (int32_t)level, &r->width, &r->height);
+    }
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    progress_line p = {name, index, count, 0, false};
+    sp_status st = sp_spectrum_compute(slide, options, show ? show_progress : NULL, &p, &r->stats,
+                                       r->error, sizeof r->error);
+    if (p.shown) {
+        fprintf(stderr, "\r%*s\r", 80, "");
+    }
+    sp_slide_close(slide);
+    r->ok = st == SP_OK;
+    if (r->ok) {
+        r->error[0] = '\0';
+    }
+    r->seconds = now_seconds() - t0;
+}
+
+static bool json_to_stdout(const spectrum_args *a) {
+    return a->json_path != NULL && strcmp(a->json_path, "-") == 0;
+}
+
+void spectrum_report_slide(const spectrum_args *a, const char *path, const spectrum_result *r) {
+    if (!r->ok) {
+        /* Open errors already name the file; others get it in front. */
+        if (strncmp(r->error, path, strlen(path)) == 0) {
+            cli_fail("%s", r->error);
+        } else {
+            cli_fail("%s: %s", path, r->error);
+        }
+        return;
+    }
+    if (json_to_stdout(a)) {
+        return;
+    }
+    printf("%s: %lldx%lld, %lld patches, mean %.3f dB, std %.3f dB, %.2f s (read %.2f s, FFT "
+           "%.2f s over threads)\n",
+           path, (long long)r->width, (long long)r->height, (long long)r->stats.patches,
+           sp_spectrum_stats_mean(&r->stats), sp_spectrum_stats_std(&r->stats), r->seconds,
+           r->stats.read_seconds, r->stats.compute_seconds);
+    fflush(stdout);
+}
+
+/* ---- JSON -------------------------------------------------------------------------------- */
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            fputc('\\', f);
+            fputc(*p, f);
+        } else if (*p < 0x20) {
+            fprintf(f, "\\u%04x", *p);
+        } else {
+            fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+/* A double that reads back to the same bits, or null for NaN. */
+static void json_number(FILE *f, double v) {
+    if (isnan(v) || isinf(v)) {
+        fputs("null", f);
+    } else {
+        fprintf(f, "%.17g", v);
+    }
+}
+
+static void json_stats(FILE *f, const sp_spectrum_stats *s) {
+    fputs("\"histogram\": [", f);
+    for (int i = 0; i < SP_SPECTRUM_BINS; i++) {
+        fprintf(f, i ? ", %lld" : "%lld", (long long)s->histogram[i]);
+    }
+    fputs("], \"mean\": ", f);
+    json_number(f, sp_spectrum_stats_mean(s));
+    fputs(", \"std\": ", f);
+    json_number(f, sp_spectrum_stats_std(s));
+    fprintf(f, ", \"patches\": %lld, \"values\": %lld, \"below\": %lld, \"above\": %lld",
+            (long long)s->patches, (long long)s->values, (long long)s->below,
+            (long long)s->above);
+}
+
+static void write_json(FILE *f, const spectrum_args *a, const spectrum_result *results,
+                       const sp_spectrum_stats *corpus) {
+    fprintf(f, "{\"level\": %lld, \"patch\": %lld, \"block\": %lld, ", (long long)a->level,
+            (long long)a->patch, (long long)a->block);
+    fprintf(f, "\"db_min\": %g, \"db_max\": %g, \"bins\": %d,\n", SP_SPECTRUM_DB_MIN,
+            SP_SPECTRUM_DB_MAX, SP_SPECTRUM_BINS);
+    fputs("\"corpus\": {", f);
+    json_stats(f, corpus);
+    fputs("},\n\"slides\": [", f);
+    for (int64_t i = 0; i < a->n_slides; i++) {
+        const spectrum_result *r = &results[i];
+        fputs(i ? ",\n{\"path\": " : "\n{\"path\": ", f);
+        json_string(f, a->slides[i]);
+        if (!r->ok) {
+            fputs(", \"error\": ", f);
+            json_string(f, r->error);
+        } else {
+            fprintf(f, ", \"width\": %lld, \"height\": %lld, ", (long long)r->width,
+                    (long long)r->height);
+            json_stats(f, &r->stats);
+            fprintf(f, ", \"seconds\": %.3f, \"read_seconds\": %.3f, \"fft_seconds\": %.3f",
+                    r->seconds, r->stats.read_seconds, r->stats.compute_seconds);
+        }
+        fputc('}', f);
+    }
+    fputs("\n]}\n", f);
+}
+
+/* Write the JSON document to a temporary file renamed into place, or to stdout for "-". */
+static bool save_json(const spectrum_args *a, const spectrum_result *results,
+                      const sp_spectrum_stats *corpus) {
+    if (json_to_stdout(a)) {
+        write_json(stdout, a, results, corpus);
+        if (fflush(stdout) != 0) {
+            cli_fail("cannot write the JSON to stdout: %s", strerror(errno));
+            return false;
+        }
+        return true;
+    }
+    size_t n = strlen(a->json_path) + 16;
+    char *tmp = malloc(n);
+    if (tmp == NULL) {
+        cli_fail("out of memory");
+        return false;
+    }
+    snprintf(tmp, n, "%s.tmp-XXXXXX", a->json_path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f == NULL) {
+        cli_fail("cannot create %s: %s", a->json_path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        free(tmp);
+        return false;
+    }
+    write_json(f, a, results, corpus);
+    bool ok = fflush(f) == 0 && !ferror(f);
+    int saved = errno;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, a->json_path) != 0) {
+        saved = errno;
+        ok = false;
+    }
+    if (!ok) {
+        unlink(tmp);
+        cli_fail("cannot write %s: %s", a->json_path, strerror(saved ? saved : EIO));
+    }
+    free(tmp);
+    return ok;
+}
+
+/* The plot: the corpus and the first few successful slides. */
+static bool save_plot(const spectrum_args *a, const spectrum_result *results,
+                      const sp_spectrum_stats *corpus) {
+    enum { MAX_SLIDES = 5 };
+    plot_series series[MAX_SLIDES + 1];
+    int n = 0;
+    series[n++] = (plot_series){"corpus", corpus->histogram, corpus->values};
+    for (int64_t i = 0; i < a->n_slides && n < MAX_SLIDES + 1; i++) {
+        if (results[i].ok) {
+            const char *name = strrchr(a->slides[i], '/');
+            series[n++] = (plot_series){name ? name + 1 : a->slides[i],
+                                        results[i].stats.histogram, results[i].stats.values};
+        }
+    }
+    return plot_histograms(a->plot_path, series, n, SP_SPECTRUM_BINS, SP_SPECTRUM_DB_MIN,
+                           SP_SPECTRUM_DB_MAX);
+}
+
+int spectrum_finish(const spectrum_args *a, const spectrum_result *results) {
+    sp_spectrum_stats corpus;
+    sp_spectrum_stats_init(&corpus);
+    int64_t failed = 0;
+    for (int64_t i = 0; i < a->n_slides; i++) {
+        if (results[i].ok) {
+            sp_spectrum_stats_merge(&corpus, &results[i].stats);
+        } else {
+            failed++;
+        }
+    }
+    if (!json_to_stdout(a)) {
+        printf("corpus: %lld of %lld slides, %lld patches, mean %.3f dB, std %.3f dB\n",
+               (long long)(a->n_slides - failed), (long long)a->n_slides,
+               (long long)corpus.patches, sp_spectrum_stats_mean(&corpus),
+               sp_spectrum_stats_std(&corpus));
+        fflush(stdout);
+    }
+    bool ok = true;
+    if (a->json_path != NULL) {
+        ok = save_json(a, results, &corpus) && ok;
+    }
+    if (a->plot_path != NULL) {
+        ok = save_plot(a, results, &corpus) && ok;
+    }
+    if (!ok) {
+        return CLI_RUNTIME_ERROR;
+    }
+    if (failed > 0) {
+        fprintf(stderr, "slidepipe: %lld of %lld slides failed\n", (long long)failed,
+                (long long)a->n_slides);
+        return CLI_PARTIAL_FAILURE;
+    }
+    return CLI_OK;
+}
