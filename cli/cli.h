@@ -40,5 +40,6 @@ int cmd_associated(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

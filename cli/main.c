@@ -18,6 +18,7 @@ static const struct {
     {"synth", cmd_synth, "write a synthetic H&E example slide"},
     {"convert", cmd_convert, "convert a slide into an OME-Zarr pyramid with a dataset hash"},
     {"verify", cmd_verify, "re-hash a converted OME-Zarr store against its manifest"},
+    {"bench", cmd_bench, "bench read: how fast random regions (or a level) can be read"},
 };
 
 static void usage(FILE *out) {

@@ -832,7 +832,7 @@ static void dicom_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
-static const sp_slide_ops dicom_ops = {dicom_read_tile, dicom_read_associated, dicom_destroy};
+static const sp_slide_ops dicom_ops = {dicom_read_tile, dicom_read_associated, dicom_destroy, NULL, NULL};
 
 /* ---- properties -------------------------------------------------------------------------------
  */
