@@ -178,12 +178,11 @@ static sp_status paint(const paint_job *j, sp_err *err) {
     return st;
 }
 
-/* Check a region request, paint it, and on error zero the area and record the error: the part
- * of a region read that does not depend on the scale. */
-static sp_status read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
-                             int32_t level, unsigned scale, double x, double y, int64_t w,
-                             int64_t h) {
-    if (s == NULL || check_buffer(fmt, dst, stride, w, h) != SP_OK) {
+sp_status sp_slide_read_level_area(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
+                                   int32_t level, unsigned scale, int64_t lx, int64_t ly,
+                                   int64_t w, int64_t h) {
+    if (s == NULL || check_buffer(fmt, dst, stride, w, h) != SP_OK ||
+        (scale != 1 && scale != 2 && scale != 4 && scale != 8)) {
         return SP_E_INVALID_ARG;
     }
     if (level < 0 || level >= s->n_levels) {
@@ -191,6 +190,11 @@ static sp_status read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_
         return SP_E_INVALID_ARG;
     }
     const sp_level *l = &s->levels[level];
+    unsigned scales = s->ops->area_scales ? s->ops->area_scales(s, l) : 0;
+    if (scale != 1 && ((scales & scale) == 0 || l->tile_width % scale || l->tile_height % scale)) {
+        zero_area(dst, stride, w, h, fmt);
+        return SP_E_INVALID_ARG;
+    }
     sp_status st = sticky_status(s);
     if (st != SP_OK) {
         zero_area(dst, stride, w, h, fmt);
@@ -198,17 +202,6 @@ static sp_status read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_
     }
     if (w == 0 || h == 0) {
         return SP_OK;
-    }
-    /* Level coordinates of the request's origin; far-off origins simply paint nothing. */
-    double ds = l->downsample * scale;
-    double lxd = floor(x / ds), lyd = floor(y / ds);
-    if (!(fabs(lxd) < 9e15 && fabs(lyd) < 9e15)) {
-        uint8_t empty[4] = {0, 0, 0, 0};
-        if (fmt == SP_PIXEL_RGB8) {
-            memcpy(empty, s->background, 3);
-        }
-        sp_fill_pixels(dst, stride, w, h, sp_pixel_format_bytes(fmt), empty);
-        return SP_E_INVALID_ARG;
     }
     paint_job j = {
         .s = s,
@@ -222,8 +215,8 @@ static sp_status read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_
         .fmt = fmt,
         .dst = dst,
         .stride = stride,
-        .lx = (int64_t)lxd,
-        .ly = (int64_t)lyd,
+        .lx = lx,
+        .ly = ly,
         .w = w,
         .h = h,
     };
@@ -238,7 +231,26 @@ static sp_status read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_
 
 sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
                                int32_t level, int64_t x, int64_t y, int64_t w, int64_t h) {
-    return read_region(s, fmt, dst, stride, level, 1, (double)x, (double)y, w, h);
+    if (s == NULL || check_buffer(fmt, dst, stride, w, h) != SP_OK) {
+        return SP_E_INVALID_ARG;
+    }
+    if (level >= 0 && level < s->n_levels) {
+        /* Level coordinates of the request's origin; far-off origins are refused. */
+        double ds = s->levels[level].downsample;
+        double lxd = floor((double)x / ds), lyd = floor((double)y / ds);
+        if (w > 0 && h > 0 && !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15)) {
+            uint8_t empty[4] = {0, 0, 0, 0};
+            if (fmt == SP_PIXEL_RGB8) {
+                memcpy(empty, s->background, 3);
+            }
+            sp_fill_pixels(dst, stride, w, h, sp_pixel_format_bytes(fmt), empty);
+            return SP_E_INVALID_ARG;
+        }
+        bool far = !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15);
+        return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, far ? 0 : (int64_t)lxd,
+                                        far ? 0 : (int64_t)lyd, w, h);
+    }
+    return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, 0, 0, w, h);
 }
 
 sp_status sp_slide_read_associated(sp_slide *s, const char *name, sp_pixel_format fmt, void *dst,

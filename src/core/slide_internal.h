@@ -95,6 +95,13 @@ sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t wid
 /* Sort levels by width, largest first, and set each downsample as OpenSlide does. */
 void sp_slide_finish_levels(sp_slide *slide);
 
+/* The region painter behind every region read (region.c): w x h pixels of `level` seen at
+ * 1/scale (scale 1, or one the level's area_scales allows with tiles divisible by it), from
+ * (lx, ly) in those pixels, into dst. Same contract as sp_slide_read_region. */
+sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void *dst,
+                                   int64_t stride, int32_t level, unsigned scale, int64_t lx,
+                                   int64_t ly, int64_t w, int64_t h);
+
 /* Record a data error on the slide if none is recorded yet (thread-safe). */
 void sp_slide_record_error(sp_slide *slide, const sp_err *err);
 
