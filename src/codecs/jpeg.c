@@ -32,6 +32,9 @@
  * scans; libjpeg-turbo's own tools suggest a limit of this order. */
 #define SP_JPEG_MAX_SCANS 1000
 
+/* Rows decoded per jpeg_read_scanlines call in area decodes (an iMCU row is at most 16). */
+#define SCRATCH_ROWS 16
+
 typedef struct sp_jpeg_errmgr {
     struct jpeg_error_mgr pub; /* first, so libjpeg's pointer to it is a pointer to us */
     jmp_buf jump;
@@ -332,7 +335,7 @@ static sp_status jpeg_area_body(sp_jpeg_job *job, sp_err *err) {
     bool direct = !grey && xoff == job->ax && (uint64_t)cw == x1 - job->ax;
     job->row_out_bytes = (size_t)((x1 - job->ax) * job->bpp);
     if (!direct || dy0 < job->ay) {
-        job->scratch = malloc((size_t)((uint64_t)cw * out_comps));
+        job->scratch = malloc((size_t)((uint64_t)cw * out_comps * SCRATCH_ROWS));
         if (job->scratch == NULL) {
             return sp_err_set(err, SP_E_NOMEM, "JPEG: out of memory for a %u-pixel row", cw);
         }
@@ -345,25 +348,35 @@ static sp_status jpeg_area_body(sp_jpeg_job *job, sp_err *err) {
         }
     }
     size_t skip_bytes = (size_t)((job->ax - xoff) * out_comps);
-    for (uint64_t y = dy0; y < y1; y++) {
+    /* Rows are asked for in groups (libjpeg hands out up to an iMCU row per call, which saves
+     * a call and an internal row copy per row); indirect rows land in a scratch block that is
+     * copied out once the group is done. */
+    JSAMPROW rows[SCRATCH_ROWS];
+    for (uint64_t y = dy0; y < y1;) {
         bool inside = y >= job->ay;
-        uint8_t *dst = inside ? job->rgba + (y - job->ay) * job->stride : NULL;
-        JSAMPROW row = direct && inside ? dst : job->scratch;
-        if (inside) {
-            job->rows_dirty = y - job->ay + 1;
+        uint64_t want = (inside ? y1 : job->ay) - y;
+        unsigned n = want < SCRATCH_ROWS ? (unsigned)want : SCRATCH_ROWS;
+        for (unsigned k = 0; k < n; k++) {
+            rows[k] = direct && inside ? job->rgba + (y + k - job->ay) * job->stride
+                                       : job->scratch + (size_t)k * cw * out_comps;
         }
-        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
+        if (inside) {
+            job->rows_dirty = y + n - job->ay;
+        }
+        JDIMENSION got = jpeg_read_scanlines(cinfo, rows, n);
+        if (got == 0) {
             return sp_err_set(err, SP_E_CORRUPT, "JPEG: decoder returned no row %llu",
                               (unsigned long long)y);
         }
-        if (!inside || row == dst) {
-            continue;
+        for (unsigned k = 0; inside && !direct && k < got; k++) {
+            uint8_t *dst = job->rgba + (y + k - job->ay) * job->stride;
+            if (grey) {
+                grey_expand(dst, rows[k] + skip_bytes, (size_t)(x1 - job->ax), job->bpp);
+            } else {
+                memcpy(dst, rows[k] + skip_bytes, job->row_out_bytes);
+            }
         }
-        if (grey) {
-            grey_expand(dst, row + skip_bytes, (size_t)(x1 - job->ax), job->bpp);
-        } else {
-            memcpy(dst, row + skip_bytes, job->row_out_bytes);
-        }
+        y += got;
     }
     return SP_OK;
 }
