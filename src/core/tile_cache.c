@@ -213,10 +213,13 @@ sp_cached_tile *sp_tile_cache_alloc(int64_t width, int64_t height) {
         __builtin_mul_overflow(bytes, 4, &bytes) || bytes > SIZE_MAX - sizeof(sp_cached_tile)) {
         return NULL;
     }
-    sp_cached_tile *t = calloc(1, sizeof *t + (size_t)bytes);
+    /* Not zeroed: every decode into an entry writes all of its pixels (read_tile, or an area
+     * decode that fills what the tile lacks), and zeroing would touch the memory twice. */
+    sp_cached_tile *t = malloc(sizeof *t + (size_t)bytes);
     if (t == NULL) {
         return NULL;
     }
+    memset(t, 0, sizeof *t);
     atomic_init(&t->refs, 1);
     t->width = width;
     t->height = height;

@@ -43,8 +43,8 @@ sp_cached_tile *sp_tile_cache_get(const sp_tile_key *key);
 /* True when `key` was asked about recently (a ghost hit); records it otherwise. */
 bool sp_tile_cache_seen(const sp_tile_key *key);
 
-/* A new, unshared entry of width x height RGBA8 pixels, zeroed, held by the caller; NULL when
- * out of memory or when width * height * 4 overflows. */
+/* A new, unshared entry of width x height RGBA8 pixels (not initialised: the caller's decode
+ * writes every pixel), held by the caller; NULL when out of memory or when the size overflows. */
 sp_cached_tile *sp_tile_cache_alloc(int64_t width, int64_t height);
 
 /* Offer a held entry (from sp_tile_cache_alloc, filled) for `key`. The caller keeps its hold
