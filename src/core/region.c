@@ -1,10 +1,12 @@
 /* region.c — reading regions and associated images into caller buffers, for every format.
  *
- * A region read walks the tiles of one level that intersect the request, has the format decode
- * each into RGBA scratch, and copies the part inside both the request and the level into the
- * caller's buffer, converting to the requested pixel format. Pixels outside the level (or in
- * missing tiles) stay transparent, or the background colour in RGB. On any error the output is
- * zeroed and the error sticks to the slide.
+ * A region read walks the tiles of one level (optionally seen at 1/2, 1/4, 1/8 through DCT
+ * scaling) that intersect the request. Per tile it copies from the process-wide tile cache,
+ * or has the format decode just the needed part straight into the caller's rows, or decodes
+ * the whole tile into a cache entry and copies the part out (docs/reading.md gives the policy).
+ * Pixels outside the level (or in missing tiles) are transparent, or the background colour in
+ * RGB, and are written once. On any error the output is zeroed and the error sticks to the
+ * slide.
  */
 #include <math.h>
 #include <stdlib.h>
