@@ -167,6 +167,27 @@ static void to_pixels(const opj_image_t *img, sp_jpeg_space space, uint64_t area
     }
 }
 
+/* Whether OpenJPEG's area decoding can be trusted for this stream: a raw codestream whose main
+ * header has no CAP marker (0xFF50, which announces High-Throughput JPEG 2000 code-blocks: with
+ * OpenJPEG 2.5.0 an area decode of those leaves the skipped-over blocks empty, so they are
+ * decoded whole). JP2 files are decoded whole too rather than walked box by box. */
+static bool area_decode_safe(const uint8_t *p, size_t n) {
+    if (n < 4 || p[0] != 0xFF || p[1] != 0x4F) {
+        return false;
+    }
+    for (size_t i = 2; i + 4 <= n;) {
+        unsigned marker = (unsigned)p[i] << 8 | p[i + 1];
+        if (marker == 0xFF90) { /* SOT: the main header is over */
+            return true;
+        }
+        if (marker == 0xFF50 || p[i] != 0xFF) {
+            return false;
+        }
+        i += 2 + ((size_t)p[i + 2] << 8 | p[i + 3]);
+    }
+    return false;
+}
+
 /* Decode the image, or only [ax, ax+aw) x [ay, ay+ah) of it when `partial`, and write the part
  * inside the image to dst. The decoded area is widened to whole chroma samples so that every
  * output pixel sees the same samples as in a full decode. */
@@ -229,12 +250,15 @@ static sp_status j2k_decode(const uint8_t *data, size_t len, sp_jpeg_space space
             mdx = img->comps[i].dx > mdx ? img->comps[i].dx : mdx;
             mdy = img->comps[i].dy > mdy ? img->comps[i].dy : mdy;
         }
-        dec_x0 = x0 / mdx * mdx;
-        dec_y0 = y0 / mdy * mdy;
+        /* Otherwise the whole image is decoded and only the area converted. */
+        bool area_decode = area_decode_safe(data, len);
+        dec_x0 = area_decode ? x0 / mdx * mdx : 0;
+        dec_y0 = area_decode ? y0 / mdy * mdy : 0;
         uint64_t dec_x1 = (x1 + mdx - 1) / mdx * mdx, dec_y1 = (y1 + mdy - 1) / mdy * mdy;
         dec_x1 = dec_x1 < iw ? dec_x1 : iw;
         dec_y1 = dec_y1 < ih ? dec_y1 : ih;
-        if (!opj_set_decode_area(codec, img, (OPJ_INT32)(img->x0 + dec_x0),
+        if (area_decode &&
+            !opj_set_decode_area(codec, img, (OPJ_INT32)(img->x0 + dec_x0),
                                  (OPJ_INT32)(img->y0 + dec_y0), (OPJ_INT32)(img->x0 + dec_x1),
                                  (OPJ_INT32)(img->y0 + dec_y1))) {
             st = sp_err_set(err, SP_E_CORRUPT, "%s",

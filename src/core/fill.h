@@ -32,4 +32,18 @@ static inline void sp_fill_pixels(uint8_t *dst, int64_t stride, int64_t w, int64
     }
 }
 
+/* Fill the part of the area (x, y, w, h) at dst that lies outside a decoded image [0, vw) x
+ * [0, vh) (area and image in the same coordinates) with px: what a partial tile decode leaves
+ * where the tile has no pixels. */
+static inline void sp_fill_uncovered(uint8_t *dst, int64_t stride, uint64_t x, uint64_t y,
+                                     uint64_t w, uint64_t h, uint64_t vw, uint64_t vh, int bpp,
+                                     const uint8_t px[4]) {
+    uint64_t rows_in = vh > y ? (vh - y < h ? vh - y : h) : 0;
+    uint64_t cols_in = vw > x ? (vw - x < w ? vw - x : w) : 0;
+    sp_fill_pixels(dst + cols_in * (uint64_t)bpp, stride, (int64_t)(w - cols_in),
+                   (int64_t)rows_in, bpp, px);
+    sp_fill_pixels(dst + rows_in * (uint64_t)stride, stride, (int64_t)w, (int64_t)(h - rows_in),
+                   bpp, px);
+}
+
 #endif

@@ -444,19 +444,6 @@ unsigned sp_tiff_area_scales(const sp_tiff *tiff, const sp_tiff_dir *d) {
     return is_j2k(d->compression) ? 1u : 0u;
 }
 
-/* Fill the part of the area (x, y, w, h) at dst that lies outside the decoded image [0, vw) x
- * [0, vh) with `empty`. */
-static void fill_uncovered(uint8_t *dst, uint64_t stride, uint64_t x, uint64_t y, uint64_t w,
-                           uint64_t h, uint64_t vw, uint64_t vh, unsigned bpp,
-                           const uint8_t empty[4]) {
-    uint64_t rows_in = vh > y ? (vh - y < h ? vh - y : h) : 0;
-    uint64_t cols_in = vw > x ? (vw - x < w ? vw - x : w) : 0;
-    sp_fill_pixels(dst + cols_in * bpp, (int64_t)stride, (int64_t)(w - cols_in), (int64_t)rows_in,
-                   (int)bpp, empty);
-    sp_fill_pixels(dst + rows_in * stride, (int64_t)stride, (int64_t)w, (int64_t)(h - rows_in),
-                   (int)bpp, empty);
-}
-
 sp_status sp_tiff_decode_chunk_area(const sp_tiff *tiff, const sp_tiff_dir *d, uint64_t index,
                                     unsigned scale, uint64_t x, uint64_t y, uint64_t w,
                                     uint64_t h, unsigned bpp, uint8_t *dst, uint64_t stride,
@@ -491,7 +478,7 @@ sp_status sp_tiff_decode_chunk_area(const sp_tiff *tiff, const sp_tiff_dir *d, u
     }
     free(data);
     if (st == SP_OK) {
-        fill_uncovered(dst, stride, x, y, w, h, vw, vh, bpp, empty);
+        sp_fill_uncovered(dst, (int64_t)stride, x, y, w, h, vw, vh, (int)bpp, empty);
     }
     return st;
 }

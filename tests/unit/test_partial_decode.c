@@ -1,6 +1,6 @@
 /* test_partial_decode.c — partial and DCT-scaled tile decoding against its definition, on real
- * slides: for JPEG (Aperio 4:4:4 RGB, YCbCr 4:2:0 tiles, a synthetic 4:2:0 pyramid) and JPEG
- * 2000 (Aperio) levels, decoding a sub-rectangle of a tile (odd offsets and sizes, first and
+ * slides: for JPEG (Aperio 4:4:4 RGB, YCbCr 4:2:0 tiles, a synthetic 4:2:0 pyramid, DICOM
+ * frames) and JPEG 2000 (Aperio) levels, decoding a sub-rectangle of a tile (odd offsets and sizes, first and
  * edge tiles, RGBA and RGB) must give exactly the pixels of a whole-tile decode followed by a
  * crop; at 1/2, 1/4 and 1/8 the sub-rectangle must equal the crop of libjpeg's whole-tile
  * scaled decode. Also measures (and prints, for docs/reading.md) how far the DCT-scaled
@@ -169,6 +169,7 @@ void unit_run(void) {
         "aperio/CMU-1-Small-Region.svs",                     /* JPEG, RGB components, 4:4:4 */
         "generic-tiff/tiff_tiled_ycbcr_jpeg_2x2_sampling.tif", /* JPEG YCbCr 4:2:0, edge tiles */
         "aperio/tcga-cr-7395-01a-01-ts1.svs",                /* JPEG 2000, YCbCr 33003 */
+        "dicom/cmu-1-small-region",                          /* DICOM JPEG frames, 500x500 */
     };
     for (size_t i = 0; i < sizeof slides / sizeof slides[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", data, slides[i]);
