@@ -289,7 +289,9 @@ SP_API sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int th
  * scaling (docs/reading.md says how that differs from averaging); what is left after that
  * (a factor in [1, 2)) is an area average with fractional pixel weights. Output as in
  * sp_slide_read_region (pixels outside the slide transparent / background); on error the area
- * is zeroed. Thread-safe like sp_slide_read_region. */
+ * is zeroed. SP_E_INVALID_ARG for a downsample below 1 or a bad buffer; SP_E_LIMIT when the
+ * source pixels under the request would exceed the slide's SP_LIMIT_MAX_ALLOC. Thread-safe like
+ * sp_slide_read_region. */
 SP_API sp_status sp_slide_read_region_scaled(sp_slide *slide, sp_pixel_format format, void *dst,
                                              int64_t stride, double downsample, int64_t x,
                                              int64_t y, int64_t width, int64_t height);

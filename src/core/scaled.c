@@ -86,6 +86,16 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
     if (!(fabs(u0) < 1e15 && fabs(v0) < 1e15)) {
         return SP_E_INVALID_ARG;
     }
+    /* The source under the request (and the weight tables, ceil(f) + 2 per output pixel) must
+     * stay within the allocation limit, checked before anything is allocated. */
+    double max_alloc = (double)s->limits.value[SP_LIMIT_MAX_ALLOC];
+    if ((double)w * f * (double)h * f * 4 > max_alloc || (double)h * f * (double)w * 32 > max_alloc ||
+        (double)(w > h ? w : h) * (f + 3) * 8 > max_alloc) {
+        for (int64_t j = 0; j < h; j++) {
+            memset((uint8_t *)dst + j * stride, 0, (size_t)(w * bpp));
+        }
+        return SP_E_LIMIT;
+    }
     double *wx = NULL, *wy = NULL;
     int64_t sx0 = (int64_t)floor(u0), sy0 = (int64_t)floor(v0);
     span *cols = make_spans(u0 - (double)sx0, f, w, &wx);

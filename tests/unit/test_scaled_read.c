@@ -105,6 +105,11 @@ void unit_run(void) {
     CHECK(memcmp(a, b, sizeof a) == 0);
     CHECK_EQ_INT(sp_slide_read_region_scaled(s, SP_PIXEL_RGBA8, a, 64 * 4, 0.5, 0, 0, 8, 8),
                  SP_E_INVALID_ARG);
+    /* 64x64 pixels of 100000 level-0 pixels each: far more source than one allocation may hold */
+    memset(a, 0x77, sizeof a);
+    CHECK_EQ_INT(sp_slide_read_region_scaled(s, SP_PIXEL_RGBA8, a, 64 * 4, 1e5, 0, 0, 64, 64),
+                 SP_E_LIMIT);
+    CHECK(a[0] == 0 && a[sizeof a - 1] == 0);
     sp_slide_close(s);
 
     /* JPEG tiles (240x240, one level): 1/2, 1/4, 1/8 come from libjpeg's DCT scaling. */
