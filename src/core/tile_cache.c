@@ -16,7 +16,7 @@
 #include <string.h>
 
 #define SHARDS 16
-#define GHOSTS_PER_SHARD 2048 /* recently seen keys remembered per shard (16 KiB each) */
+#define GHOSTS_PER_SHARD 16 /* recently seen keys per shard: 256 in all, see tile_cache.h */
 #define DEFAULT_CAPACITY ((int64_t)256 << 20)
 
 struct sp_cached_tile {

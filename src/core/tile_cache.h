@@ -9,7 +9,9 @@
  *
  * Admission (docs/reading.md): a tile that was decoded whole anyway is always admitted; a tile
  * that could be decoded in part is decoded in part the first time it is needed and whole (and
- * admitted) the second time, which a small table of recently seen keys ("ghosts") tells.
+ * admitted) when it is needed again soon, which a small table of the last few hundred keys
+ * asked about ("ghosts") tells: sliding windows come back within a few tiles, random reads
+ * after thousands.
  */
 #ifndef SP_CORE_TILE_CACHE_H
 #define SP_CORE_TILE_CACHE_H
