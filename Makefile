@@ -3,12 +3,15 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
+# The unit tests that exercise threads, built and run under ThreadSanitizer by `make tsan`.
+TSAN_TESTS ?= test_tile_cache test_batch test_api test_ops test_spectrum_stats
 VENV       ?= .venv
 JOBS       ?= $(shell nproc)
 PYTHON     ?= python3
 FUZZ_SECONDS ?= 30
 
-.PHONY: all build demo test unit pytest asan fuzz fuzz-smoke bootstrap venv clean
+.PHONY: all build demo test unit pytest asan fuzz fuzz-smoke tsan bootstrap venv clean
 
 all: build
 
@@ -50,6 +53,13 @@ $(FUZZ_BUILD)/Makefile: CMakeLists.txt
 fuzz: $(FUZZ_BUILD)/Makefile
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
+$(TSAN_BUILD)/Makefile: CMakeLists.txt
+	CC=clang cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLIDEPIPE_TSAN=ON -DSLIDEPIPE_CUDA=OFF
+
+# Only the concurrency tests: the tile cache, batched reads, shared-handle reads (about a minute).
+tsan: $(TSAN_BUILD)/Makefile
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+
 # Each fuzz target for a short, bounded time from its seed corpus (CI runs this).
 fuzz-smoke: fuzz
 	scripts/fuzz-smoke $(FUZZ_BUILD) $(FUZZ_SECONDS)
@@ -58,8 +68,8 @@ fuzz-smoke: fuzz
 # mix with clang's instrumentation, and CI has no GPU to run it on. The release build has it.
 
 # Everything: unit tests, the real-data and CLI suites, the same under ASan+UBSan, fuzz smoke.
-test: bootstrap build venv asan fuzz
-	scripts/run-tests $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(VENV) $(FUZZ_SECONDS)
+test: bootstrap build venv asan fuzz tsan
+	scripts/run-tests $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(VENV) $(FUZZ_SECONDS) $(TSAN_BUILD) "$(TSAN_TESTS)"
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) demo-out
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) demo-out

@@ -60,5 +60,6 @@ int cmd_verify(int argc, char **argv);
 int cmd_process(int argc, char **argv);
 int cmd_gpu(int argc, char **argv);
 int cmd_spectrum(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

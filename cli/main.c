@@ -21,6 +21,7 @@ static const struct {
     {"process", cmd_process, "run an op (sobel, gaussian, od, grey) over a level into OME-Zarr"},
     {"gpu", cmd_gpu, "show the CUDA devices and GPU libraries slidepipe can use"},
     {"spectrum", cmd_spectrum, "log-magnitude spectral statistics of slides (histogram, mean, std)"},
+    {"bench", cmd_bench, "bench read: how fast random regions (or a level) can be read"},
 };
 
 static void usage(FILE *out) {

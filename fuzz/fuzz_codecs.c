@@ -28,11 +28,14 @@ static void check_status(sp_status st, const sp_err *err) {
     }
 }
 
-/* [space | tables flag | padded stride][area width - 1][area height - 1][tables length, 2 bytes if flagged] data */
+/* [space | tables flag | padded stride | area options][area width - 1][area height - 1]
+ * [tables length, 2 bytes if flagged] data. Bits 4-5 of the first byte pick the DCT scale of a
+ * second, partial decode (sp_jpeg_decode_area), bit 6 its RGB8 output, bit 7 an offset area. */
 static void fuzz_jpeg(const uint8_t *p, size_t n) {
     if (n < 3) {
         return;
     }
+    uint8_t flags = p[0];
     sp_jpeg_space space = (sp_jpeg_space)(p[0] & 3);
     bool with_tables = p[0] & 4;
     size_t pad = p[0] & 8 ? 4 : 0;
@@ -76,6 +79,16 @@ static void fuzz_jpeg(const uint8_t *p, size_t n) {
         st = sp_jpeg_decode_rgba(data, n, tab, tables_len, space, aw, ah, rgba, stride, &err);
         check_status(st, &err);
         free(rgba);
+        unsigned scale = 1u << (flags >> 4 & 3), bpp = flags & 64 ? 3 : 4;
+        uint64_t ax = flags & 128 ? aw / 2 : 0, ay = flags & 128 ? ah / 3 : 0;
+        size_t astride = (size_t)aw * bpp + pad;
+        size_t asize = astride * (size_t)(ah - 1) + (size_t)aw * bpp;
+        uint8_t *area = malloc(asize);
+        sp_err_clear(&err);
+        st = sp_jpeg_decode_area(data, n, tab, tables_len, space, scale, ax, ay, aw, ah, bpp,
+                                 area, astride, NULL, NULL, &err);
+        check_status(st, &err);
+        free(area);
     }
     free(tab);
     free(data);
@@ -134,7 +147,9 @@ static void fuzz_predictor(const uint8_t *p, size_t n) {
     free(buf);
 }
 
-/* [space][area width - 1][area height - 1] codestream, into an area of up to 256 x 256 */
+/* [space | partial | rgb][area width - 1][area height - 1] codestream, into an area of up to
+ * 256 x 256; bit 1 of the first byte adds a partial decode (sp_j2k_decode_area) of the area's
+ * lower-right part, bit 2 makes that one RGB8. */
 static void fuzz_j2k(const uint8_t *p, size_t n) {
     if (n < 3) {
         return;
@@ -145,6 +160,14 @@ static void fuzz_j2k(const uint8_t *p, size_t n) {
     sp_err err = {0};
     sp_status st = sp_j2k_decode_rgba(p + 3, n - 3, space, w, h, out, (size_t)w * 4, &err);
     check_status(st, &err);
+    if (p[0] & 2) {
+        uint64_t x = w / 3, y = h / 4;
+        unsigned bpp = p[0] & 4 ? 3 : 4;
+        sp_err_clear(&err);
+        st = sp_j2k_decode_area(p + 3, n - 3, space, w, h, x, y, w - x, h - y, bpp, out,
+                                (size_t)(w - x) * bpp, NULL, NULL, &err);
+        check_status(st, &err);
+    }
     free(out);
 }
 

@@ -449,6 +449,73 @@ SP_API sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options 
                                      sp_progress_fn progress, void *progress_user,
                                      sp_spectrum_stats *out, char *err, size_t err_len);
 
+/* ---- Fast reading: batches, scaled reads, the tile cache --------------------------------- */
+
+/* One region of a batch: everything sp_slide_read_region takes. The caller owns `dst`.
+ * (A plain record rather than an opaque object, like struct iovec: a batch is an array the
+ * caller fills in a loop; new fields would come with a new call.) */
+typedef struct sp_region_request {
+    sp_slide *slide;
+    int32_t level;
+    int64_t x, y;          /* level-0 pixels */
+    int64_t width, height; /* pixels of `level` */
+    sp_pixel_format format;
+    void *dst;
+    int64_t stride;        /* bytes per row of dst */
+} sp_region_request;
+
+/* Read `n` regions, possibly of several slides, on up to `threads` threads (0 or less: one per
+ * online core; never more threads than regions). Each region is read exactly as
+ * sp_slide_read_region would read it (same bytes, same zeroing on error); `statuses` (may be
+ * NULL) receives each region's own status, so one bad region (a bad level, a corrupt tile) does
+ * not spoil the others. Returns SP_OK when every region was read, otherwise the status of the
+ * first failed region in request order; SP_E_INVALID_ARG when reqs is NULL with n > 0 (or
+ * SP_E_NOMEM when statuses is NULL and n is large and no memory is left to track them). When
+ * worker threads cannot start, the calling thread reads everything itself. Thread safety: the slides may be used by other threads meanwhile; the regions' buffers
+ * must not overlap each other. The call returns when every region is done. */
+SP_API sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
+                                 sp_status *statuses);
+
+/* Read a region at any downsample `downsample` >= 1 (relative to level 0): width x height
+ * output pixels whose top-left is level-0 pixel (x, y), pixel (i, j) covering level-0 pixels
+ * [x + i * downsample, x + (i + 1) * downsample) and likewise in y. The library reads the best
+ * level (sp_slide_best_level_for_downsample); where the factor left over from that level is 2
+ * or more and the level's tiles are JPEG, it decodes them at 1/2, 1/4 or 1/8 with libjpeg's DCT
+ * scaling (docs/reading.md says how that differs from averaging); what is left after that
+ * (a factor in [1, 2)) is an area average with fractional pixel weights. Output as in
+ * sp_slide_read_region (pixels outside the slide transparent / background); on error the area
+ * is zeroed. SP_E_INVALID_ARG for a downsample below 1 or a bad buffer; SP_E_LIMIT when the
+ * source pixels under the request would exceed the slide's SP_LIMIT_MAX_ALLOC. Thread-safe like
+ * sp_slide_read_region. */
+SP_API sp_status sp_slide_read_region_scaled(sp_slide *slide, sp_pixel_format format, void *dst,
+                                             int64_t stride, double downsample, int64_t x,
+                                             int64_t y, int64_t width, int64_t height);
+
+/* The decoded-tile cache: one per process, shared by every open slide and thread, bounded in
+ * bytes. Its initial capacity is the environment variable SLIDEPIPE_CACHE_MB (a whole number of
+ * MiB; 0 disables the cache) read on first use, else 256 MiB. Entries are whole decoded tiles
+ * (RGBA8, plus a small header) keyed per open slide; closing a slide frees its entries, and the
+ * least recently used go first when full. Admission: docs/reading.md. Memory in use is the
+ * capacity plus the tiles that readers hold at that moment (at most a few per reading thread).
+ * Set the capacity in bytes (0 disables caching; shrinking evicts at once). Thread-safe;
+ * SP_E_INVALID_ARG when negative. */
+SP_API sp_status sp_cache_set_capacity(int64_t bytes);
+
+/* What the cache holds and has done since the process started. Set struct_size to
+ * sizeof(sp_cache_stats) before the call (so that fields can be added later). */
+typedef struct sp_cache_stats {
+    size_t struct_size;
+    int64_t capacity_bytes;
+    int64_t used_bytes; /* held by listed entries, headers included */
+    int64_t entries;
+    int64_t hits, misses;
+    int64_t insertions, evictions;
+} sp_cache_stats;
+
+/* Fill *stats (a consistent sum of each shard's figures). SP_E_INVALID_ARG when stats is NULL
+ * or its struct_size is too small. Thread-safe. */
+SP_API sp_status sp_cache_get_stats(sp_cache_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,6 +36,19 @@ sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *ta
                               size_t tables_len, sp_jpeg_space space, uint64_t width,
                               uint64_t height, uint8_t *rgba, size_t stride, sp_err *err);
 
+/* Decode only the area (x, y, width, height) of a JPEG stream decoded at 1/scale (scale 1, 2, 4
+ * or 8: libjpeg's DCT scaling, whose output is ceil(image / scale) pixels), straight into `dst`
+ * as RGB8 (bpp 3) or RGBA8 with alpha 255 (bpp 4), rows of `stride` bytes. The pixels equal
+ * those of a full decode at the same scale followed by a crop, bit for bit; parts of the area
+ * outside the decoded image are left untouched; *image_width x *image_height (may be NULL)
+ * receive the size of the decoded image (0 x 0 on failure). Rows below the area are never
+ * decoded. */
+sp_status sp_jpeg_decode_area(const uint8_t *data, size_t len, const uint8_t *tables,
+                              size_t tables_len, sp_jpeg_space space, unsigned scale, uint64_t x,
+                              uint64_t y, uint64_t width, uint64_t height, unsigned bpp,
+                              uint8_t *dst, size_t stride, uint64_t *image_width,
+                              uint64_t *image_height, sp_err *err);
+
 /* Read a JPEG stream's dimensions and component count without decoding. */
 sp_status sp_jpeg_read_header(const uint8_t *data, size_t len, const uint8_t *tables,
                               size_t tables_len, uint32_t *width, uint32_t *height,
@@ -47,6 +60,15 @@ sp_status sp_jpeg_read_header(const uint8_t *data, size_t len, const uint8_t *ta
  * the width x height area is refused before decoding; 1 to 4 components of up to 8 bits. */
 sp_status sp_j2k_decode_rgba(const uint8_t *data, size_t len, sp_jpeg_space space, uint64_t width,
                              uint64_t height, uint8_t *rgba, size_t stride, sp_err *err);
+
+/* Decode only the area (x, y, width, height) of a JPEG 2000 image, like sp_jpeg_decode_area at
+ * scale 1: OpenJPEG decodes only the code-blocks the area needs (opj_set_decode_area). The
+ * image must fit in tile_width x tile_height, as for sp_j2k_decode_rgba. */
+sp_status sp_j2k_decode_area(const uint8_t *data, size_t len, sp_jpeg_space space,
+                             uint64_t tile_width, uint64_t tile_height, uint64_t x, uint64_t y,
+                             uint64_t width, uint64_t height, unsigned bpp, uint8_t *dst,
+                             size_t stride, uint64_t *image_width, uint64_t *image_height,
+                             sp_err *err);
 
 /* TIFF LZW (MSB-first codes, early change). Writes at most out_len bytes; *written says how
  * many. Output longer than out_len is cut (as libtiff does); a stream ending early is accepted

@@ -32,6 +32,9 @@
  * scans; libjpeg-turbo's own tools suggest a limit of this order. */
 #define SP_JPEG_MAX_SCANS 1000
 
+/* Rows decoded per jpeg_read_scanlines call in area decodes (an iMCU row is at most 16). */
+#define SCRATCH_ROWS 16
+
 typedef struct sp_jpeg_errmgr {
     struct jpeg_error_mgr pub; /* first, so libjpeg's pointer to it is a pointer to us */
     jmp_buf jump;
@@ -57,6 +60,11 @@ typedef struct sp_jpeg_job {
     uint8_t *scratch;     /* one decoded row, only when a row cannot go straight to rgba */
     uint64_t rows_dirty;  /* rows of rgba written so far, zeroed again on failure */
     size_t row_out_bytes; /* bytes per rgba row that decoding writes (the cropped width) */
+    /* area decode only (see sp_jpeg_decode_area) */
+    uint64_t ax, ay, aw, ah;
+    unsigned scale;
+    unsigned bpp;
+    uint64_t image_w, image_h; /* the decoded image's size, once known */
     /* header only */
     uint32_t *out_width, *out_height;
     int *out_components;
@@ -179,13 +187,10 @@ static void grey_to_rgba(uint8_t *row, const uint8_t *grey, size_t n) {
     }
 }
 
-static sp_status jpeg_decode_body(sp_jpeg_job *job, sp_err *err) {
+/* Choose the decompressor's colour handling for the job's declared space; returns SP_OK or a
+ * status recorded in err. */
+static sp_status jpeg_set_space(sp_jpeg_job *job, sp_err *err) {
     struct jpeg_decompress_struct *cinfo = &job->cinfo;
-    sp_status st = jpeg_begin(job, err);
-    if (st != SP_OK) {
-        return st;
-    }
-
     int comps = cinfo->num_components;
     if (comps != 1 && comps != 3) {
         return sp_err_set(err, SP_E_UNSUPPORTED,
@@ -204,6 +209,19 @@ static sp_status jpeg_decode_body(sp_jpeg_job *job, sp_err *err) {
     } else if (job->space == SP_JPEG_SPACE_YCBCR) {
         cinfo->jpeg_color_space = JCS_YCbCr;
     }
+    return SP_OK;
+}
+
+static sp_status jpeg_decode_body(sp_jpeg_job *job, sp_err *err) {
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+    sp_status st = jpeg_begin(job, err);
+    if (st == SP_OK) {
+        st = jpeg_set_space(job, err);
+    }
+    if (st != SP_OK) {
+        return st;
+    }
+    int comps = cinfo->num_components;
     /* libjpeg-turbo fills the alpha byte of JCS_EXT_RGBA with 255, so colour rows need no
      * second pass; grey has no alpha form and is expanded by hand. */
     cinfo->out_color_space = comps == 1 ? JCS_GRAYSCALE : JCS_EXT_RGBA;
@@ -249,6 +267,117 @@ static sp_status jpeg_decode_body(sp_jpeg_job *job, sp_err *err) {
         }
     }
     /* Rows past the area are never decoded; destroying the decompressor abandons them. */
+    return SP_OK;
+}
+
+/* Expand n grey samples into RGB or RGBA (alpha 255) pixels of bpp bytes. */
+static void grey_expand(uint8_t *dst, const uint8_t *grey, size_t n, unsigned bpp) {
+    for (size_t i = 0; i < n; i++, dst += bpp) {
+        dst[0] = dst[1] = dst[2] = grey[i];
+        if (bpp == 4) {
+            dst[3] = 255;
+        }
+    }
+}
+
+/* Decode only the rows and columns of the area, at 1/scale, with libjpeg-turbo's cropped
+ * (jpeg_crop_scanline) and skipped-scanline (jpeg_skip_scanlines) decoding. Rows below the area
+ * are never entropy-decoded; rows above it are entropy-decoded but not transformed.
+ *
+ * Exactness: fancy upsampling of subsampled chroma (4:2:2, 4:2:0) interpolates from the
+ * neighbouring chroma samples, and a cropped or skipped decode treats the crop's own edge as
+ * the image edge, which changes the outermost pixels. So when chroma is subsampled the crop is
+ * widened by one iMCU on every side that is not the image's edge (and the rows above are read
+ * from one iMCU row earlier), then only the area is copied out: the result equals the full
+ * decode, cropped, bit for bit (tests/unit/test_tile_cache.c checks it on real slides). */
+static sp_status jpeg_area_body(sp_jpeg_job *job, sp_err *err) {
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+    sp_status st = jpeg_begin(job, err);
+    if (st == SP_OK) {
+        st = jpeg_set_space(job, err);
+    }
+    if (st != SP_OK) {
+        return st;
+    }
+    bool grey = cinfo->num_components == 1;
+    cinfo->scale_num = 1;
+    cinfo->scale_denom = job->scale;
+    cinfo->out_color_space = grey ? JCS_GRAYSCALE : job->bpp == 4 ? JCS_EXT_RGBA : JCS_EXT_RGB;
+    /* Sampling factors come from the header; after jpeg_calc_output_dimensions the scaled
+     * iMCU size is known before decoding starts. */
+    jpeg_calc_output_dimensions(cinfo);
+    uint64_t ow = cinfo->output_width, oh = cinfo->output_height;
+    job->image_w = ow;
+    job->image_h = oh;
+    uint64_t x1 = job->ax + job->aw < ow ? job->ax + job->aw : ow;
+    uint64_t y1 = job->ay + job->ah < oh ? job->ay + job->ah : oh;
+    if (job->ax >= x1 || job->ay >= y1) {
+        return SP_OK; /* nothing of the stream falls inside the area */
+    }
+    bool subsampled = cinfo->max_h_samp_factor > 1 || cinfo->max_v_samp_factor > 1;
+    uint64_t imcu_w = (uint64_t)cinfo->max_h_samp_factor * (uint64_t)cinfo->min_DCT_scaled_size;
+    uint64_t imcu_h = (uint64_t)cinfo->max_v_samp_factor * (uint64_t)cinfo->min_DCT_scaled_size;
+    uint64_t margin_x = subsampled ? imcu_w : 0, margin_y = subsampled ? imcu_h : 0;
+    uint64_t dx0 = job->ax > margin_x ? job->ax - margin_x : 0;
+    uint64_t dx1 = x1 + margin_x < ow ? x1 + margin_x : ow;
+    uint64_t dy0 = job->ay > margin_y ? job->ay - margin_y : 0;
+
+    jpeg_start_decompress(cinfo);
+    JDIMENSION xoff = (JDIMENSION)dx0, cw = (JDIMENSION)(dx1 - dx0);
+    if (dx0 > 0 || dx1 < ow) {
+        jpeg_crop_scanline(cinfo, &xoff, &cw); /* widens to iMCU boundaries */
+    }
+    uint64_t out_comps = (uint64_t)cinfo->output_components;
+    if (out_comps != (grey ? 1u : job->bpp) || xoff > job->ax || xoff + (uint64_t)cw < x1) {
+        return sp_err_set(err, SP_E_CORRUPT, "JPEG: unusable cropped geometry");
+    }
+    /* A decoded row goes straight into the caller's row when it is exactly the area's row. */
+    bool direct = !grey && xoff == job->ax && (uint64_t)cw == x1 - job->ax;
+    job->row_out_bytes = (size_t)((x1 - job->ax) * job->bpp);
+    if (!direct || dy0 < job->ay) {
+        job->scratch = malloc((size_t)((uint64_t)cw * out_comps * SCRATCH_ROWS));
+        if (job->scratch == NULL) {
+            return sp_err_set(err, SP_E_NOMEM, "JPEG: out of memory for a %u-pixel row", cw);
+        }
+    }
+    if (dy0 > 0) {
+        JDIMENSION skipped = jpeg_skip_scanlines(cinfo, (JDIMENSION)dy0);
+        if (skipped != dy0) {
+            return sp_err_set(err, SP_E_CORRUPT, "JPEG: could not skip to row %llu",
+                              (unsigned long long)dy0);
+        }
+    }
+    size_t skip_bytes = (size_t)((job->ax - xoff) * out_comps);
+    /* Rows are asked for in groups (libjpeg hands out up to an iMCU row per call, which saves
+     * a call and an internal row copy per row); indirect rows land in a scratch block that is
+     * copied out once the group is done. */
+    JSAMPROW rows[SCRATCH_ROWS];
+    for (uint64_t y = dy0; y < y1;) {
+        bool inside = y >= job->ay;
+        uint64_t want = (inside ? y1 : job->ay) - y;
+        unsigned n = want < SCRATCH_ROWS ? (unsigned)want : SCRATCH_ROWS;
+        for (unsigned k = 0; k < n; k++) {
+            rows[k] = direct && inside ? job->rgba + (y + k - job->ay) * job->stride
+                                       : job->scratch + (size_t)k * cw * out_comps;
+        }
+        if (inside) {
+            job->rows_dirty = y + n - job->ay;
+        }
+        JDIMENSION got = jpeg_read_scanlines(cinfo, rows, n);
+        if (got == 0) {
+            return sp_err_set(err, SP_E_CORRUPT, "JPEG: decoder returned no row %llu",
+                              (unsigned long long)y);
+        }
+        for (unsigned k = 0; inside && !direct && k < got; k++) {
+            uint8_t *dst = job->rgba + (y + k - job->ay) * job->stride;
+            if (grey) {
+                grey_expand(dst, rows[k] + skip_bytes, (size_t)(x1 - job->ax), job->bpp);
+            } else {
+                memcpy(dst, rows[k] + skip_bytes, job->row_out_bytes);
+            }
+        }
+        y += got;
+    }
     return SP_OK;
 }
 
@@ -308,6 +437,60 @@ sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *ta
         for (uint64_t y = 0; y < job.rows_dirty; y++) {
             memset(rgba + y * stride, 0, job.row_out_bytes);
         }
+    }
+    return st;
+}
+
+sp_status sp_jpeg_decode_area(const uint8_t *data, size_t len, const uint8_t *tables,
+                              size_t tables_len, sp_jpeg_space space, unsigned scale, uint64_t x,
+                              uint64_t y, uint64_t width, uint64_t height, unsigned bpp,
+                              uint8_t *dst, size_t stride, uint64_t *image_width,
+                              uint64_t *image_height, sp_err *err) {
+    uint64_t dummy_w, dummy_h;
+    image_width = image_width ? image_width : &dummy_w;
+    image_height = image_height ? image_height : &dummy_h;
+    *image_width = *image_height = 0;
+    uint64_t row_bytes = 0, extent = 0;
+    bool area_ok = (bpp == 3 || bpp == 4) && sp_mul_u64(width, bpp, &row_bytes) &&
+                   (height == 0 || (sp_mul_u64(height - 1, stride, &extent) &&
+                                    sp_add_u64(extent, row_bytes, &extent))) &&
+                   extent <= SIZE_MAX && (height <= 1 || stride >= row_bytes) &&
+                   x <= UINT32_MAX && y <= UINT32_MAX && width <= UINT32_MAX &&
+                   height <= UINT32_MAX;
+    if (data == NULL || !area_ok || (dst == NULL && width > 0 && height > 0) ||
+        (scale != 1 && scale != 2 && scale != 4 && scale != 8)) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: bad output area %llux%llu, stride %zu",
+                          (unsigned long long)width, (unsigned long long)height, stride);
+    }
+    if ((unsigned)space > SP_JPEG_SPACE_GREY) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: unknown colour space %d", (int)space);
+    }
+    if (width == 0 || height == 0) {
+        return SP_OK;
+    }
+    sp_jpeg_job job;
+    memset(&job, 0, sizeof job);
+    job.data = data;
+    job.len = len;
+    job.tables = tables;
+    job.tables_len = tables_len;
+    job.space = space;
+    job.ax = x;
+    job.ay = y;
+    job.aw = width;
+    job.ah = height;
+    job.scale = scale;
+    job.bpp = bpp;
+    job.rgba = dst;
+    job.stride = stride;
+    sp_status st = jpeg_run(&job, jpeg_area_body, err);
+    if (st != SP_OK) {
+        for (uint64_t r = 0; r < job.rows_dirty; r++) {
+            memset(dst + r * stride, 0, job.row_out_bytes);
+        }
+    } else {
+        *image_width = job.image_w;
+        *image_height = job.image_h;
     }
     return st;
 }

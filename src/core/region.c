@@ -1,16 +1,20 @@
 /* region.c — reading regions and associated images into caller buffers, for every format.
  *
- * A region read walks the tiles of one level that intersect the request, has the format decode
- * each into RGBA scratch, and copies the part inside both the request and the level into the
- * caller's buffer, converting to the requested pixel format. Pixels outside the level (or in
- * missing tiles) stay transparent, or the background colour in RGB. On any error the output is
- * zeroed and the error sticks to the slide.
+ * A region read walks the tiles of one level (optionally seen at 1/2, 1/4, 1/8 through DCT
+ * scaling) that intersect the request. Per tile it copies from the process-wide tile cache,
+ * or has the format decode just the needed part straight into the caller's rows, or decodes
+ * the whole tile into a cache entry and copies the part out (docs/reading.md gives the policy).
+ * Pixels outside the level (or in missing tiles) are transparent, or the background colour in
+ * RGB, and are written once. On any error the output is zeroed and the error sticks to the
+ * slide.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fill.h"
 #include "core/slide_internal.h"
+#include "core/tile_cache.h"
 
 /* Composite straight RGBA over the background into RGB, rounding to nearest. */
 static void rgba_to_rgb(const uint8_t *src, uint8_t *dst, int64_t n, const uint8_t bg[3]) {
@@ -23,20 +27,6 @@ static void rgba_to_rgb(const uint8_t *src, uint8_t *dst, int64_t n, const uint8
         } else {
             for (int c = 0; c < 3; c++) {
                 dst[c] = (uint8_t)((src[c] * a + bg[c] * (255 - a) + 127) / 255);
-            }
-        }
-    }
-}
-
-static void fill_empty(uint8_t *dst, int64_t stride, int64_t w, int64_t h, sp_pixel_format fmt,
-                       const uint8_t bg[3]) {
-    for (int64_t y = 0; y < h; y++) {
-        uint8_t *row = dst + y * stride;
-        if (fmt == SP_PIXEL_RGBA8) {
-            memset(row, 0, (size_t)w * 4);
-        } else {
-            for (int64_t x = 0; x < w; x++) {
-                memcpy(row + x * 3, bg, 3);
             }
         }
     }
@@ -69,48 +59,132 @@ static sp_status sticky_status(sp_slide *s) {
     return st;
 }
 
-static sp_status paint(sp_slide *s, const sp_level *l, sp_pixel_format fmt, uint8_t *dst,
-                       int64_t stride, int64_t lx, int64_t ly, int64_t w, int64_t h, sp_err *err) {
-    /* The part of the request inside the level. */
-    int64_t x0 = lx > 0 ? lx : 0, y0 = ly > 0 ? ly : 0;
-    int64_t x1 = lx + w < l->width ? lx + w : l->width;
-    int64_t y1 = ly + h < l->height ? ly + h : l->height;
+/* Where a region read goes: a level seen at 1/scale (scale 1 is the level itself). */
+typedef struct paint_job {
+    sp_slide *s;
+    int32_t level;
+    const sp_level *l;
+    unsigned scale;
+    int64_t tile_w, tile_h;   /* a tile's pixels at 1/scale */
+    int64_t width, height;    /* the level's pixels at 1/scale */
+    sp_pixel_format fmt;
+    uint8_t *dst;
+    int64_t stride;
+    int64_t lx, ly, w, h;     /* the request, in pixels at 1/scale */
+} paint_job;
+
+/* Copy the part [cx0, cx1) x [cy0, cy1) of a decoded tile whose top-left is (tx, ty) into the
+ * caller's buffer, converting to the requested format. */
+static void copy_out(const paint_job *j, const uint8_t *tile, int64_t tile_stride, int64_t tx,
+                     int64_t ty, int64_t cx0, int64_t cy0, int64_t cx1, int64_t cy1) {
+    int bpp = sp_pixel_format_bytes(j->fmt);
+    for (int64_t y = cy0; y < cy1; y++) {
+        const uint8_t *src = tile + (y - ty) * tile_stride + (cx0 - tx) * 4;
+        uint8_t *out = j->dst + (y - j->ly) * j->stride + (cx0 - j->lx) * bpp;
+        if (j->fmt == SP_PIXEL_RGBA8) {
+            memcpy(out, src, (size_t)(cx1 - cx0) * 4);
+        } else {
+            rgba_to_rgb(src, out, cx1 - cx0, j->s->background);
+        }
+    }
+}
+
+/* Decode tile (col, row) whole into `tile` (held by the caller, tile_w x tile_h RGBA8). */
+static sp_status decode_whole(const paint_job *j, int64_t col, int64_t row, sp_cached_tile *tile,
+                              sp_err *err) {
+    static const uint8_t transparent[4] = {0, 0, 0, 0};
+    uint8_t *px = sp_cached_tile_pixels(tile);
+    if (j->scale == 1) {
+        return j->s->ops->read_tile(j->s, j->l, col, row, px, (uint64_t)j->tile_w * 4, err);
+    }
+    return j->s->ops->read_tile_area(j->s, j->l, col, row, j->scale, 0, 0, j->tile_w, j->tile_h,
+                                     SP_PIXEL_RGBA8, px, j->tile_w * 4, transparent, err);
+}
+
+/* Paint every tile the request touches. Per tile (docs/reading.md, "Tile cache"): a cached tile
+ * is copied out; otherwise, when the format can decode part of the tile straight into the
+ * caller's rows and the tile has not been asked for recently, only the part needed is decoded
+ * there; otherwise the tile is decoded whole, offered to the cache, and copied out. */
+static sp_status paint(const paint_job *j, sp_err *err) {
+    sp_slide *s = j->s;
+    int bpp = sp_pixel_format_bytes(j->fmt);
+    uint8_t empty[4] = {0, 0, 0, 0};
+    if (j->fmt == SP_PIXEL_RGB8) {
+        memcpy(empty, s->background, 3);
+    }
+    /* The part of the request inside the level; what lies outside it is empty. */
+    int64_t x0 = j->lx > 0 ? j->lx : 0, y0 = j->ly > 0 ? j->ly : 0;
+    int64_t x1 = j->lx + j->w < j->width ? j->lx + j->w : j->width;
+    int64_t y1 = j->ly + j->h < j->height ? j->ly + j->h : j->height;
     if (x0 >= x1 || y0 >= y1) {
+        sp_fill_pixels(j->dst, j->stride, j->w, j->h, bpp, empty);
         return SP_OK;
     }
-    uint64_t tile_stride = (uint64_t)l->tile_width * 4;
-    uint8_t *tile = NULL;
-    sp_status st = sp_alloc(&s->limits, tile_stride * (uint64_t)l->tile_height, "tile buffer",
-                            (void **)&tile, err);
-    int bpp = sp_pixel_format_bytes(fmt);
-    for (int64_t row = y0 / l->tile_height; st == SP_OK && row * l->tile_height < y1; row++) {
-        for (int64_t col = x0 / l->tile_width; st == SP_OK && col * l->tile_width < x1; col++) {
-            st = s->ops->read_tile(s, l, col, row, tile, tile_stride, err);
-            if (st != SP_OK) {
-                break;
-            }
-            int64_t tx = col * l->tile_width, ty = row * l->tile_height;
+    sp_fill_pixels(j->dst, j->stride, j->w, y0 - j->ly, bpp, empty);
+    sp_fill_pixels(j->dst + (y1 - j->ly) * j->stride, j->stride, j->w, j->ly + j->h - y1, bpp,
+                   empty);
+    uint8_t *mid = j->dst + (y0 - j->ly) * j->stride;
+    sp_fill_pixels(mid, j->stride, x0 - j->lx, y1 - y0, bpp, empty);
+    sp_fill_pixels(mid + (x1 - j->lx) * bpp, j->stride, j->lx + j->w - x1, y1 - y0, bpp, empty);
+
+    unsigned scales = s->ops->area_scales ? s->ops->area_scales(s, j->l) : 0;
+    bool area_ok = (scales & j->scale) != 0 &&
+                   (j->fmt == SP_PIXEL_RGBA8 || (scales & SP_AREA_OPAQUE) != 0);
+    bool caching = sp_tile_cache_enabled();
+    sp_cached_tile *scratch = NULL; /* reused for whole decodes when nothing is cached */
+    sp_status st = SP_OK;
+    for (int64_t row = y0 / j->tile_h; st == SP_OK && row * j->tile_h < y1; row++) {
+        for (int64_t col = x0 / j->tile_w; st == SP_OK && col * j->tile_w < x1; col++) {
+            int64_t tx = col * j->tile_w, ty = row * j->tile_h;
             int64_t cx0 = tx > x0 ? tx : x0, cy0 = ty > y0 ? ty : y0;
-            int64_t cx1 = tx + l->tile_width < x1 ? tx + l->tile_width : x1;
-            int64_t cy1 = ty + l->tile_height < y1 ? ty + l->tile_height : y1;
-            for (int64_t y = cy0; y < cy1; y++) {
-                const uint8_t *src = tile + (uint64_t)(y - ty) * tile_stride + (cx0 - tx) * 4;
-                uint8_t *out = dst + (y - ly) * stride + (cx0 - lx) * bpp;
-                if (fmt == SP_PIXEL_RGBA8) {
-                    memcpy(out, src, (size_t)(cx1 - cx0) * 4);
+            int64_t cx1 = tx + j->tile_w < x1 ? tx + j->tile_w : x1;
+            int64_t cy1 = ty + j->tile_h < y1 ? ty + j->tile_h : y1;
+            sp_tile_key key = {s->cache_id, j->level, j->scale, col, row};
+            sp_cached_tile *tile = caching ? sp_tile_cache_get(&key) : NULL;
+            if (tile == NULL && area_ok && !(caching && sp_tile_cache_seen(&key))) {
+                uint8_t *out = j->dst + (cy0 - j->ly) * j->stride + (cx0 - j->lx) * bpp;
+                st = s->ops->read_tile_area(s, j->l, col, row, j->scale, cx0 - tx, cy0 - ty,
+                                            cx1 - cx0, cy1 - cy0, j->fmt, out, j->stride, empty,
+                                            err);
+                continue;
+            }
+            if (tile == NULL) {
+                if (caching || scratch == NULL) {
+                    tile = sp_tile_cache_alloc(j->tile_w, j->tile_h);
                 } else {
-                    rgba_to_rgb(src, out, cx1 - cx0, s->background);
+                    tile = scratch;
+                    scratch = NULL;
                 }
+                if (tile == NULL) {
+                    st = sp_err_set(err, SP_E_NOMEM, "out of memory for a %lldx%lld tile",
+                                    (long long)j->tile_w, (long long)j->tile_h);
+                    break;
+                }
+                st = decode_whole(j, col, row, tile, err);
+                if (st == SP_OK && caching) {
+                    sp_tile_cache_put(tile, &key);
+                }
+            }
+            if (st == SP_OK) {
+                copy_out(j, sp_cached_tile_pixels(tile), j->tile_w * 4, tx, ty, cx0, cy0, cx1,
+                         cy1);
+            }
+            if (!caching && scratch == NULL) {
+                scratch = tile;
+            } else {
+                sp_tile_cache_release(tile);
             }
         }
     }
-    free(tile);
+    sp_tile_cache_release(scratch);
     return st;
 }
 
-sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
-                               int32_t level, int64_t x, int64_t y, int64_t w, int64_t h) {
-    if (s == NULL || check_buffer(fmt, dst, stride, w, h) != SP_OK) {
+sp_status sp_slide_read_level_area(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
+                                   int32_t level, unsigned scale, int64_t lx, int64_t ly,
+                                   int64_t w, int64_t h) {
+    if (s == NULL || check_buffer(fmt, dst, stride, w, h) != SP_OK ||
+        (scale != 1 && scale != 2 && scale != 4 && scale != 8)) {
         return SP_E_INVALID_ARG;
     }
     if (level < 0 || level >= s->n_levels) {
@@ -118,7 +192,11 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
         return SP_E_INVALID_ARG;
     }
     const sp_level *l = &s->levels[level];
-    fill_empty(dst, stride, w, h, fmt, s->background);
+    unsigned scales = s->ops->area_scales ? s->ops->area_scales(s, l) : 0;
+    if (scale != 1 && ((scales & scale) == 0 || l->tile_width % scale || l->tile_height % scale)) {
+        zero_area(dst, stride, w, h, fmt);
+        return SP_E_INVALID_ARG;
+    }
     sp_status st = sticky_status(s);
     if (st != SP_OK) {
         zero_area(dst, stride, w, h, fmt);
@@ -127,18 +205,54 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
     if (w == 0 || h == 0) {
         return SP_OK;
     }
-    /* Level coordinates of the request's origin; far-off origins simply paint nothing. */
-    double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
-    if (!(fabs(lxd) < 9e15 && fabs(lyd) < 9e15)) {
-        return SP_E_INVALID_ARG;
-    }
+    paint_job j = {
+        .s = s,
+        .level = level,
+        .l = l,
+        .scale = scale,
+        .tile_w = l->tile_width / scale,
+        .tile_h = l->tile_height / scale,
+        .width = (l->width + scale - 1) / scale,
+        .height = (l->height + scale - 1) / scale,
+        .fmt = fmt,
+        .dst = dst,
+        .stride = stride,
+        .lx = lx,
+        .ly = ly,
+        .w = w,
+        .h = h,
+    };
     sp_err err = {0};
-    st = paint(s, l, fmt, dst, stride, (int64_t)lxd, (int64_t)lyd, w, h, &err);
+    st = paint(&j, &err);
     if (st != SP_OK) {
         zero_area(dst, stride, w, h, fmt);
         sp_slide_record_error(s, &err);
     }
     return st;
+}
+
+sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
+                               int32_t level, int64_t x, int64_t y, int64_t w, int64_t h) {
+    if (s == NULL || check_buffer(fmt, dst, stride, w, h) != SP_OK) {
+        return SP_E_INVALID_ARG;
+    }
+    if (level >= 0 && level < s->n_levels) {
+        /* Level coordinates of the request's origin; far-off origins are refused. */
+        double ds = s->levels[level].downsample;
+        double lxd = floor((double)x / ds), lyd = floor((double)y / ds);
+        if (w > 0 && h > 0 && !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15)) {
+            uint8_t empty[4] = {0, 0, 0, 0};
+            if (fmt == SP_PIXEL_RGB8) {
+                memcpy(empty, s->background, 3);
+            }
+            sp_fill_pixels(dst, stride, w, h, sp_pixel_format_bytes(fmt), empty);
+            return SP_E_INVALID_ARG;
+        }
+        bool far = !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15);
+        return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, far ? 0 : (int64_t)lxd,
+                                        far ? 0 : (int64_t)lyd, w, h);
+    }
+    return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, 0, 0, w, h);
 }
 
 sp_status sp_slide_read_associated(sp_slide *s, const char *name, sp_pixel_format fmt, void *dst,

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/slide_internal.h"
+#include "core/tile_cache.h"
 #include "formats/format.h"
 
 static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp_err *err) {
@@ -62,6 +63,7 @@ sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits
     }
     bool is_directory = src == NULL;
     pthread_mutex_init(&s->error_lock, NULL);
+    s->cache_id = sp_tile_cache_new_slide_id();
     s->limits = *limits;
     s->src = src;
     s->background[0] = s->background[1] = s->background[2] = 255;
@@ -124,6 +126,7 @@ void sp_slide_close(sp_slide *s) {
     if (s == NULL) {
         return;
     }
+    sp_tile_cache_drop_slide(s->cache_id);
     if (s->ops != NULL && s->ops->destroy != NULL) {
         s->ops->destroy(s);
     }

@@ -42,7 +42,23 @@ typedef struct sp_slide_ops {
                                  uint64_t stride, sp_err *err);
     /* Free the format's private data (slide->priv); may be NULL. */
     void (*destroy)(sp_slide *slide);
+    /* Optional (NULL when the format has none): partial and scaled decoding for the region
+     * painter (docs/reading.md). area_scales returns the scales (bit values 1, 2, 4, 8: 1/1 to
+     * 1/8) at which read_tile_area can decode tiles of `level`, or 0, plus SP_AREA_OPAQUE when
+     * those tiles never carry alpha (so RGB8 can be decoded straight into the caller's rows). */
+    unsigned (*area_scales)(sp_slide *slide, const sp_level *level);
+    /* Decode only the area (x, y, w, h) of tile (col, row) decoded at 1/scale, straight into
+     * `dst` (rows of `stride` bytes) as RGBA8 or, for opaque tiles, RGB8: the pixels equal
+     * read_tile at that scale followed by a crop. Where the tile has no pixels (a missing tile,
+     * a part beyond the decoded image) the area gets `empty` (one pixel of the format: what
+     * read_tile's transparent zeros become). Must be thread-safe. */
+    sp_status (*read_tile_area)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                                unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
+                                sp_pixel_format format, uint8_t *dst, int64_t stride,
+                                const uint8_t *empty, sp_err *err);
 } sp_slide_ops;
+
+#define SP_AREA_OPAQUE 0x100u
 
 struct sp_slide {
     sp_limits limits;
@@ -51,6 +67,7 @@ struct sp_slide {
     const char *format;    /* static name */
     const sp_slide_ops *ops;
     void *priv;
+    uint64_t cache_id;     /* this open's key in the process-wide tile cache */
 
     int32_t n_levels;
     sp_level *levels;
@@ -77,6 +94,13 @@ sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t wid
 
 /* Sort levels by width, largest first, and set each downsample as OpenSlide does. */
 void sp_slide_finish_levels(sp_slide *slide);
+
+/* The region painter behind every region read (region.c): w x h pixels of `level` seen at
+ * 1/scale (scale 1, or one the level's area_scales allows with tiles divisible by it), from
+ * (lx, ly) in those pixels, into dst. Same contract as sp_slide_read_region. */
+sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void *dst,
+                                   int64_t stride, int32_t level, unsigned scale, int64_t lx,
+                                   int64_t ly, int64_t w, int64_t h);
 
 /* Record a data error on the slide if none is recorded yet (thread-safe). */
 void sp_slide_record_error(sp_slide *slide, const sp_err *err);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fill.h"
 #include "core/strings.h"
 #include "codecs/codec.h"
 #include "dicom/dicom.h"
@@ -792,6 +793,67 @@ static sp_status dicom_read_tile(sp_slide *s, const sp_level *l, int64_t col, in
     return image_read_tile(l->priv, col, row, rgba, stride, err);
 }
 
+/* Partial decoding (docs/reading.md): JPEG frames at 1/1 to 1/8, JPEG 2000 frames at 1/1;
+ * inverted grey needs the whole-frame path. */
+static unsigned dicom_area_scales(sp_slide *s, const sp_level *l) {
+    const image *im = l->priv;
+    if (im->pixels == PIXEL_GREY_INVERT) {
+        return 0;
+    }
+    return im->codec == CODEC_JPEG ? 1u | 2u | 4u | 8u | SP_AREA_OPAQUE
+           : im->codec == CODEC_J2K ? 1u
+                                    : 0u;
+}
+
+static sp_status dicom_read_tile_area(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                                      unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
+                                      sp_pixel_format format, uint8_t *dst, int64_t stride,
+                                      const uint8_t *empty, sp_err *err) {
+    const image *im = l->priv;
+    int bpp = sp_pixel_format_bytes(format);
+    uint32_t k;
+    uint64_t frame;
+    if (col < 0 || row < 0 || col >= im->across || row >= im->down ||
+        !find_tile(im, col, row, &k, &frame)) {
+        sp_fill_pixels(dst, stride, w, h, bpp, empty); /* missing: transparent */
+        return SP_OK;
+    }
+    const instance *in = im->members[k];
+    uint8_t *data = NULL;
+    size_t len = 0;
+    sp_err local = {0};
+    uint64_t vw = 0, vh = 0;
+    sp_status st = sp_dicom_read_frame(in->dcm, frame, &data, &len, &local);
+    if (st == SP_OK) {
+        bool grey = im->pixels == PIXEL_GREY;
+        sp_jpeg_space declared = grey                      ? SP_JPEG_SPACE_GREY
+                                 : im->pixels == PIXEL_YBR ? SP_JPEG_SPACE_YCBCR
+                                                           : SP_JPEG_SPACE_RGB;
+        uint64_t tw = (uint64_t)im->tile_w, th = (uint64_t)im->tile_h;
+        if (im->codec == CODEC_JPEG) {
+            st = sp_jpeg_decode_area(data, len, NULL, 0,
+                                     grey ? declared : jpeg_stream_space(data, len, declared),
+                                     scale, (uint64_t)x, (uint64_t)y, (uint64_t)w, (uint64_t)h,
+                                     (unsigned)bpp, dst, (size_t)stride, &vw, &vh, &local);
+        } else {
+            st = sp_j2k_decode_area(data, len, grey ? SP_JPEG_SPACE_AUTO : declared, tw, th,
+                                    (uint64_t)x, (uint64_t)y, (uint64_t)w, (uint64_t)h,
+                                    (unsigned)bpp, dst, (size_t)stride, &vw, &vh, &local);
+        }
+        /* a frame larger than the tile is cut at the tile, as in the whole-frame decode */
+        vw = vw < (tw + scale - 1) / scale ? vw : (tw + scale - 1) / scale;
+        vh = vh < (th + scale - 1) / scale ? vh : (th + scale - 1) / scale;
+    }
+    free(data);
+    if (st != SP_OK) {
+        return sp_err_set(err, st, "%s: frame %llu: %s", in->name, (unsigned long long)frame + 1,
+                          local.msg[0] ? local.msg : sp_status_str(st));
+    }
+    sp_fill_uncovered(dst, stride, (uint64_t)x, (uint64_t)y, (uint64_t)w, (uint64_t)h, vw, vh,
+                      bpp, empty);
+    return SP_OK;
+}
+
 static sp_status dicom_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
                                        uint64_t stride, sp_err *err) {
     const image *im = a->priv;
@@ -832,7 +894,8 @@ static void dicom_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
-static const sp_slide_ops dicom_ops = {dicom_read_tile, dicom_read_associated, dicom_destroy};
+static const sp_slide_ops dicom_ops = {dicom_read_tile, dicom_read_associated, dicom_destroy,
+                                       dicom_area_scales, dicom_read_tile_area};
 
 /* ---- properties -------------------------------------------------------------------------------
  */

@@ -21,7 +21,27 @@ static void tiff_destroy(sp_slide *s) {
     s->container = NULL;
 }
 
-const sp_slide_ops sp_tiff_slide_ops = {tiff_read_tile, tiff_read_associated, tiff_destroy};
+static unsigned tiff_area_scales(sp_slide *s, const sp_level *l) {
+    const sp_tiff_dir *d = l->priv;
+    unsigned scales = sp_tiff_area_scales(s->container, d);
+    /* JPEG tiles have no alpha; a JPEG 2000 codestream may carry a fourth component. */
+    return scales != 0 && d->compression == SP_COMPRESSION_JPEG ? scales | SP_AREA_OPAQUE : scales;
+}
+
+static sp_status tiff_read_tile_area(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                                     unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
+                                     sp_pixel_format format, uint8_t *dst, int64_t stride,
+                                     const uint8_t *empty, sp_err *err) {
+    const sp_tiff_dir *d = l->priv;
+    uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
+    return sp_tiff_decode_chunk_area(s->container, d, index, scale, (uint64_t)x, (uint64_t)y,
+                                     (uint64_t)w, (uint64_t)h,
+                                     (unsigned)sp_pixel_format_bytes(format), dst,
+                                     (uint64_t)stride, empty, err);
+}
+
+const sp_slide_ops sp_tiff_slide_ops = {tiff_read_tile, tiff_read_associated, tiff_destroy,
+                                        tiff_area_scales, tiff_read_tile_area};
 
 void sp_tiff_slide_adopt(sp_slide *s, sp_probe *probe) {
     s->container = probe->tiff;

@@ -631,7 +631,7 @@ static void zarr_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
-static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy};
+static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy, NULL, NULL};
 
 /* ---- open ---- */
 

@@ -156,6 +156,21 @@ sp_status sp_tiff_check_decodable(const sp_tiff *tiff, const sp_tiff_dir *dir, s
 sp_status sp_tiff_decode_chunk(const sp_tiff *tiff, const sp_tiff_dir *dir, uint64_t index,
                                uint8_t *rgba, uint64_t stride, sp_err *err);
 
+/* The scales (bit k set: 1/2^k, so 1 = full size only, 15 = 1, 1/2, 1/4, 1/8) at which chunks
+ * of `dir` can be decoded in part straight into a caller's buffer; 0 when they cannot
+ * (only JPEG and JPEG 2000 chunks can, JPEG 2000 at full size only). */
+unsigned sp_tiff_area_scales(const sp_tiff *tiff, const sp_tiff_dir *dir);
+
+/* Decode only the area (x, y, w, h) of chunk `index` decoded at 1/scale into `dst` as RGB8
+ * (bpp 3) or RGBA8 (bpp 4), rows of `stride` bytes: equal to sp_tiff_decode_chunk at that
+ * scale followed by a crop. Where the chunk has no pixels (a missing chunk, the part of the
+ * area outside the decoded image) the area gets the pixel `empty` (bpp bytes). `scale` must be
+ * one sp_tiff_area_scales allows. */
+sp_status sp_tiff_decode_chunk_area(const sp_tiff *tiff, const sp_tiff_dir *dir, uint64_t index,
+                                    unsigned scale, uint64_t x, uint64_t y, uint64_t w,
+                                    uint64_t h, unsigned bpp, uint8_t *dst, uint64_t stride,
+                                    const uint8_t empty[4], sp_err *err);
+
 /* Decode a whole directory image into width x height RGBA8 (rows of `stride` bytes). */
 sp_status sp_tiff_decode_image(const sp_tiff *tiff, const sp_tiff_dir *dir, uint8_t *rgba,
                                uint64_t stride, sp_err *err);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "codecs/codec.h"
+#include "core/fill.h"
 #include "tiff/tiff.h"
 
 static bool is_j2k(uint16_t compression) {
@@ -428,5 +429,56 @@ sp_status sp_tiff_decode_image(const sp_tiff *tiff, const sp_tiff_dir *d, uint8_
         }
     }
     free(chunk);
+    return st;
+}
+
+unsigned sp_tiff_area_scales(const sp_tiff *tiff, const sp_tiff_dir *d) {
+    sp_err ignored = {0};
+    if (d->photometric == SP_PHOTOMETRIC_MINISWHITE ||
+        sp_tiff_check_decodable(tiff, d, &ignored) != SP_OK) {
+        return 0;
+    }
+    if (d->compression == SP_COMPRESSION_JPEG) {
+        return 1u | 2u | 4u | 8u;
+    }
+    return is_j2k(d->compression) ? 1u : 0u;
+}
+
+sp_status sp_tiff_decode_chunk_area(const sp_tiff *tiff, const sp_tiff_dir *d, uint64_t index,
+                                    unsigned scale, uint64_t x, uint64_t y, uint64_t w,
+                                    uint64_t h, unsigned bpp, uint8_t *dst, uint64_t stride,
+                                    const uint8_t empty[4], sp_err *err) {
+    if (index >= d->chunks_across * d->chunks_down || (sp_tiff_area_scales(tiff, d) & scale) == 0) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "chunk %llu cannot be decoded in part",
+                          (unsigned long long)index);
+    }
+    uint8_t *data;
+    uint64_t length;
+    sp_status st = read_chunk(tiff, d, index, &data, &length, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    uint64_t vw = 0, vh = 0; /* the part of the area the decoded image covers */
+    if (data != NULL && is_j2k(d->compression)) {
+        st = sp_j2k_decode_area(data, (size_t)length, image_space(d), d->chunk_width,
+                                chunk_rows(d, index), x, y, w, h, bpp, dst, (size_t)stride, &vw,
+                                &vh, err);
+    } else if (data != NULL) {
+        /* A decoded image larger than the chunk (a padded last strip) is cut at the chunk, as
+         * in the whole-chunk decode. */
+        uint64_t rows = (chunk_rows(d, index) + scale - 1) / scale;
+        uint64_t cols = (d->chunk_width + scale - 1) / scale;
+        uint64_t hh = y >= rows ? 0 : (y + h <= rows ? h : rows - y);
+        uint64_t ww = x >= cols ? 0 : (x + w <= cols ? w : cols - x);
+        st = sp_jpeg_decode_area(data, (size_t)length, d->jpeg_tables, (size_t)d->jpeg_tables_len,
+                                 image_space(d), scale, x, y, ww, hh, bpp, dst, (size_t)stride,
+                                 &vw, &vh, err);
+        vw = vw < cols ? vw : cols;
+        vh = vh < rows ? vh : rows;
+    }
+    free(data);
+    if (st == SP_OK) {
+        sp_fill_uncovered(dst, (int64_t)stride, x, y, w, h, vw, vh, (int)bpp, empty);
+    }
     return st;
 }
