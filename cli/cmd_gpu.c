@@ -1,8 +1,8 @@
 /* cmd_gpu.c — `slidepipe gpu [--json]`: what the GPU backend can use on this machine: whether
  * the build has it, the CUDA devices (name, compute capability, memory), the device this process
  * would pick (SLIDEPIPE_CUDA_DEVICE or the MPI/Slurm local rank), and whether the run-time
- * libraries nvJPEG and cuFile were found. Always exits 0 when it could answer: having no GPU is
- * an answer, not an error. */
+ * libraries nvJPEG, cuFile and cuFFT were found. Always exits 0 when it could answer: having no GPU
+ * is an answer, not an error. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,10 +46,10 @@ int cmd_gpu(int argc, char **argv) {
     }
     char why[300];
     int n = sp_cuda_device_count(why, sizeof why);
-    static const char *const LIB_NAMES[] = {"nvjpeg", "cufile"};
-    char detail[2][1500];
-    int found[2];
-    for (int i = 0; i < 2; i++) {
+    static const char *const LIB_NAMES[] = {"nvjpeg", "cufile", "cufft"};
+    char detail[3][1500];
+    int found[3];
+    for (int i = 0; i < 3; i++) {
         found[i] = sp_cuda_library_found((sp_cuda_library)i, detail[i], sizeof detail[i]);
     }
     if (json) {
@@ -76,7 +76,7 @@ int cmd_gpu(int argc, char **argv) {
     if (json) {
         printf("], \"default_device\": %d, \"reason\": ", chosen);
         json_string(n == 0 ? why : "");
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             printf(", \"%s\": {\"found\": %s, \"detail\": ", LIB_NAMES[i],
                    found[i] ? "true" : "false");
             json_string(detail[i]);
@@ -87,7 +87,7 @@ int cmd_gpu(int argc, char **argv) {
         if (n > 0) {
             printf("default device: %d\n", chosen);
         }
-        printf("nvJPEG: %s\ncuFile: %s\n", detail[0], detail[1]);
+        printf("nvJPEG: %s\ncuFile: %s\ncuFFT: %s\n", detail[0], detail[1], detail[2]);
     }
     return CLI_OK;
 }

@@ -41,11 +41,11 @@ static bool add_slide(spectrum_args *a, const char *path) {
 
 int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *a) {
     static const struct option opts[] = {
-        {"list", required_argument, NULL, 'L'},   {"level", required_argument, NULL, 'l'},
-        {"patch", required_argument, NULL, 'p'},  {"block", required_argument, NULL, 'b'},
-        {"json", required_argument, NULL, 'j'},   {"plot", required_argument, NULL, 'P'},
-        {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"list", required_argument, NULL, 'L'},    {"level", required_argument, NULL, 'l'},
+        {"patch", required_argument, NULL, 'p'},   {"block", required_argument, NULL, 'b'},
+        {"json", required_argument, NULL, 'j'},    {"plot", required_argument, NULL, 'P'},
+        {"threads", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     char usage[512];
     snprintf(usage, sizeof usage, "%s %s", prog, SPECTRUM_USAGE);
     memset(a, 0, sizeof *a);
@@ -61,6 +61,12 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
         const char *what = NULL;
         switch (c) {
         case 'L': a->list_path = optarg; continue;
+        case 'd':
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0) {
+                return cli_usage_error(usage, "bad --device '%s' (cpu or cuda)", optarg);
+            }
+            a->cuda = strcmp(optarg, "cuda") == 0;
+            continue;
         case 'j': a->json_path = optarg; continue;
         case 'P':
             if (!cli_has_extension(optarg, ".png")) {
@@ -68,10 +74,30 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
             }
             a->plot_path = optarg;
             continue;
-        case 'l': target = &a->level; lo = 0; hi = 1024; what = "level"; break;
-        case 'p': target = &a->patch; lo = 4; hi = 4096; what = "patch"; break;
-        case 'b': target = &a->block; lo = 4; hi = 16384; what = "block"; break;
-        case 't': target = &a->threads; lo = 0; hi = 1024; what = "threads"; break;
+        case 'l':
+            target = &a->level;
+            lo = 0;
+            hi = 1024;
+            what = "level";
+            break;
+        case 'p':
+            target = &a->patch;
+            lo = 4;
+            hi = 4096;
+            what = "patch";
+            break;
+        case 'b':
+            target = &a->block;
+            lo = 4;
+            hi = 16384;
+            what = "block";
+            break;
+        case 't':
+            target = &a->threads;
+            lo = 0;
+            hi = 1024;
+            what = "threads";
+            break;
         case 'h': printf("usage: %s\n", usage); return CLI_OK;
         case ':': return cli_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
@@ -84,6 +110,10 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
     if (a->block % a->patch != 0) {
         return cli_usage_error(usage, "--block %lld is not a multiple of --patch %lld",
                                (long long)a->block, (long long)a->patch);
+    }
+    char why[300];
+    if (a->cuda && sp_cuda_device_count(why, sizeof why) == 0) {
+        return cli_fail("--device cuda: %s", why);
     }
     for (int i = optind; i < argc; i++) {
         if (!add_slide(a, argv[i])) {
@@ -152,7 +182,9 @@ sp_spectrum_options *spectrum_options(const spectrum_args *a) {
         sp_spectrum_options_set(o, SP_SPECTRUM_LEVEL, a->level) != SP_OK ||
         sp_spectrum_options_set(o, SP_SPECTRUM_PATCH, a->patch) != SP_OK ||
         sp_spectrum_options_set(o, SP_SPECTRUM_BLOCK, a->block) != SP_OK ||
-        sp_spectrum_options_set(o, SP_SPECTRUM_THREADS, a->threads) != SP_OK) {
+        sp_spectrum_options_set(o, SP_SPECTRUM_THREADS, a->threads) != SP_OK ||
+        sp_spectrum_options_set(o, SP_SPECTRUM_DEVICE, a->cuda ? SP_DEVICE_CUDA : SP_DEVICE_CPU) !=
+            SP_OK) {
         sp_spectrum_options_destroy(o);
         cli_fail("out of memory");
         return NULL;
@@ -175,8 +207,7 @@ static void show_progress(void *user, int64_t done, int64_t total) {
     }
     p->last = t;
     fprintf(stderr, "\rspectrum: slide %lld/%lld %5.1f%%  %.50s   ", (long long)p->index + 1,
-            (long long)p->count, total > 0 ? 100.0 * (double)done / (double)total : 100.0,
-            p->name);
+            (long long)p->count, total > 0 ? 100.0 * (double)done / (double)total : 100.0, p->name);
     fflush(stderr);
     p->shown = true;
 }
@@ -271,8 +302,7 @@ static void json_stats(FILE *f, const sp_spectrum_stats *s) {
     fputs(", \"std\": ", f);
     json_number(f, sp_spectrum_stats_std(s));
     fprintf(f, ", \"patches\": %lld, \"values\": %lld, \"below\": %lld, \"above\": %lld",
-            (long long)s->patches, (long long)s->values, (long long)s->below,
-            (long long)s->above);
+            (long long)s->patches, (long long)s->values, (long long)s->below, (long long)s->above);
 }
 
 static void write_json(FILE *f, const spectrum_args *a, const spectrum_result *results,
@@ -358,8 +388,8 @@ static bool save_plot(const spectrum_args *a, const spectrum_result *results,
     for (int64_t i = 0; i < a->n_slides && n < MAX_SLIDES + 1; i++) {
         if (results[i].ok) {
             const char *name = strrchr(a->slides[i], '/');
-            series[n++] = (plot_series){name ? name + 1 : a->slides[i],
-                                        results[i].stats.histogram, results[i].stats.values};
+            series[n++] = (plot_series){name ? name + 1 : a->slides[i], results[i].stats.histogram,
+                                        results[i].stats.values};
         }
     }
     return plot_histograms(a->plot_path, series, n, SP_SPECTRUM_BINS, SP_SPECTRUM_DB_MIN,
@@ -379,9 +409,8 @@ int spectrum_finish(const spectrum_args *a, const spectrum_result *results) {
     }
     if (!json_to_stdout(a)) {
         printf("corpus: %lld of %lld slides, %lld patches, mean %.3f dB, std %.3f dB\n",
-               (long long)(a->n_slides - failed), (long long)a->n_slides,
-               (long long)corpus.patches, sp_spectrum_stats_mean(&corpus),
-               sp_spectrum_stats_std(&corpus));
+               (long long)(a->n_slides - failed), (long long)a->n_slides, (long long)corpus.patches,
+               sp_spectrum_stats_mean(&corpus), sp_spectrum_stats_std(&corpus));
         fflush(stdout);
     }
     bool ok = true;

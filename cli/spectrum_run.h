@@ -12,13 +12,14 @@
 
 #define SPECTRUM_USAGE                                                                         \
     "spectrum SLIDE... | --list FILE [--level L] [--patch P] [--block B] [--json OUT|-]\n"   \
-    "         [--plot OUT.png] [--threads T]"
+    "         [--plot OUT.png] [--threads T] [--device cpu|cuda]"
 
 typedef struct spectrum_args {
     char **slides; /* positional slides, then the list file's lines */
     int64_t n_slides;
     const char *list_path, *json_path, *plot_path;
     int64_t level, patch, block, threads;
+    bool cuda; /* --device cuda: cuFFT on the GPU */
 } spectrum_args;
 
 /* One slide's outcome: a plain record, so an MPI rank can send it as bytes. */

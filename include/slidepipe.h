@@ -330,10 +330,15 @@ SP_API sp_status sp_cuda_device_info(int device, char *name, size_t name_len, in
                                      int *cc_minor, uint64_t *memory_bytes);
 
 /* The run-time GPU libraries slidepipe looks for. */
-typedef enum sp_cuda_library { SP_CUDA_LIB_NVJPEG = 0, SP_CUDA_LIB_CUFILE = 1 } sp_cuda_library;
+typedef enum sp_cuda_library {
+    SP_CUDA_LIB_NVJPEG = 0, /* JPEG decoding on the GPU */
+    SP_CUDA_LIB_CUFILE = 1, /* GPUDirect Storage */
+    SP_CUDA_LIB_CUFFT = 2,  /* FFTs for the spectral statistics on the GPU */
+} sp_cuda_library;
 
 /* Whether `library` was found and loaded (1) or not (0); `detail` receives its file and version,
- * or why it was not found (searched: SLIDEPIPE_CUDA_LIBS, then the loader's usual path). */
+ * or why it was not found (searched: SLIDEPIPE_CUDA_LIBS, then the loader's usual path, then
+ * /usr/local/cuda/lib64). */
 SP_API int sp_cuda_library_found(sp_cuda_library library, char *detail, size_t detail_len);
 
 /* A context on one device (-1: the device chosen by sp_cuda_default_device): a CUDA stream and
@@ -397,6 +402,7 @@ typedef enum sp_spectrum_option {
     SP_SPECTRUM_BLOCK = 2,   /* rows read per strip, B: a multiple of P, at most 16384; it changes
                                 how the level is read, never the statistics */
     SP_SPECTRUM_THREADS = 3, /* worker threads, 0 = all cores, at most 1024 */
+    SP_SPECTRUM_DEVICE = 4,  /* SP_DEVICE_CPU (FFTW) or SP_DEVICE_CUDA (cuFFT, docs/gpu.md) */
 } sp_spectrum_option;
 
 SP_API sp_status sp_spectrum_options_create(sp_spectrum_options **out);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_spectrum.h"
 #include "cuda/cuda_testing.h"
 #include "slidepipe.h"
 
@@ -104,3 +105,7 @@ sp_status sp_cuda_op_runner_run(sp_cuda_op_runner *runner, const sp_op_block *bl
 }
 
 void sp_cuda_op_runner_destroy(sp_cuda_op_runner *runner) {}
+
+sp_status sp_cuda_spectrum(const sp_cuda_spectrum_job *job, sp_spectrum_stats *out, sp_err *err) {
+    return sp_err_set(err, SP_E_UNSUPPORTED, "--device cuda: %s", WHY);
+}

@@ -22,6 +22,9 @@ struct sp_cuda_context {
     char message[256];
 };
 
+/* A function of a run-time GPU library (sp_cuda_library_found must have found it), or NULL. */
+void *sp_cuda_library_symbol(sp_cuda_library library, const char *name);
+
 /* Record "what: CUDA's reason" on the context and return SP_E_IO (or SP_E_NOMEM for
  * allocation failures). */
 sp_status sp_cuda_fail(sp_cuda_context *ctx, cudaError_t e, const char *what);

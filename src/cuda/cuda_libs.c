@@ -1,7 +1,8 @@
 /* cuda_libs.c — finding the GPU libraries that slidepipe uses but never links: nvJPEG (JPEG
- * decoding on the GPU) and cuFile (GPUDirect Storage). Each is looked for once per process, in
- * SLIDEPIPE_CUDA_LIBS (a folder, e.g. a pip wheel's nvidia/nvjpeg/lib) and then wherever the
- * dynamic loader looks, under the sonames of the CUDA 13 and 12 releases. What was found (file,
+ * decoding on the GPU), cuFile (GPUDirect Storage) and cuFFT (spectra). Each is looked for once
+ * per process, in SLIDEPIPE_CUDA_LIBS (a folder, e.g. a pip wheel's nvidia/cu13/lib), then
+ * wherever the dynamic loader looks, then in the CUDA toolkit's /usr/local/cuda/lib64, under the
+ * sonames of the CUDA 13 and 12 releases. What was found (file,
  * version) or why not is kept for `slidepipe gpu` and for the paths that use them. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -30,6 +31,11 @@ static gpu_library LIBRARIES[] = {
                             "cuFileHandleRegister",
                             NULL,
                             ""},
+    [SP_CUDA_LIB_CUFFT] = {"cuFFT",
+                           {"libcufft.so.12", "libcufft.so.11", "libcufft.so", NULL},
+                           "cufftPlanMany",
+                           NULL,
+                           ""},
 };
 static pthread_once_t LOOKED = PTHREAD_ONCE_INIT;
 
@@ -50,26 +56,27 @@ static void describe_version(gpu_library *lib, const char *file) {
 }
 
 static void look_for(gpu_library *lib) {
-    const char *folder = getenv("SLIDEPIPE_CUDA_LIBS");
-    char path[1024];
-    const char *last_error = "not found";
-    for (int pass = 0; pass < 2 && lib->handle == NULL; pass++) {
-        if (pass == 0 && (folder == NULL || *folder == '\0')) {
+    /* NULL: the dynamic loader's own search (LD_LIBRARY_PATH, the system's folders) */
+    const char *folders[3] = {getenv("SLIDEPIPE_CUDA_LIBS"), NULL, "/usr/local/cuda/lib64"};
+    char path[1024], last_error[512] = "not found";
+    for (int pass = 0; pass < 3 && lib->handle == NULL; pass++) {
+        if (pass == 0 && (folders[0] == NULL || *folders[0] == '\0')) {
             continue;
         }
         for (int i = 0; lib->sonames[i] != NULL && lib->handle == NULL; i++) {
-            if (pass == 0) {
-                snprintf(path, sizeof path, "%s/%s", folder, lib->sonames[i]);
+            if (folders[pass] != NULL) {
+                snprintf(path, sizeof path, "%s/%s", folders[pass], lib->sonames[i]);
             } else {
                 snprintf(path, sizeof path, "%s", lib->sonames[i]);
             }
             void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
             if (h == NULL) {
-                last_error = dlerror();
+                const char *why = dlerror();
+                snprintf(last_error, sizeof last_error, "%s", why ? why : "cannot load");
                 continue;
             }
             if (dlsym(h, lib->probe) == NULL) {
-                last_error = "a library of that name without the expected functions";
+                snprintf(last_error, sizeof last_error, "%.400s lacks %s", path, lib->probe);
                 dlclose(h);
                 continue;
             }
@@ -78,8 +85,7 @@ static void look_for(gpu_library *lib) {
         }
     }
     if (lib->handle == NULL) {
-        snprintf(lib->detail, sizeof lib->detail, "%s not found (%s)", lib->label,
-                 last_error ? last_error : "not found");
+        snprintf(lib->detail, sizeof lib->detail, "%s not found (%s)", lib->label, last_error);
     }
 }
 
@@ -102,4 +108,11 @@ int sp_cuda_library_found(sp_cuda_library library, char *detail, size_t detail_l
         snprintf(detail, detail_len, "%s", lib->detail);
     }
     return lib->handle != NULL;
+}
+
+void *sp_cuda_library_symbol(sp_cuda_library library, const char *name) {
+    if (!sp_cuda_library_found(library, NULL, 0)) {
+        return NULL;
+    }
+    return dlsym(LIBRARIES[library].handle, name);
 }

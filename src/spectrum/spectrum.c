@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/level_coords.h"
+#include "cuda/cuda_spectrum.h"
 #include "spectrum/spectrum.h"
 #include "spectrum/spectrum_options.h"
 
@@ -47,9 +49,9 @@ typedef struct job {
     sp_spectrum_sums *sums; /* per (patch row, piece), [row * pieces + piece] */
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    uint8_t *state;          /* per block */
-    uint8_t **buffer;        /* per block while it is read or computed */
-    uint8_t **free_buffers;  /* stack */
+    uint8_t *state;         /* per block */
+    uint8_t **buffer;       /* per block while it is read or computed */
+    uint8_t **free_buffers; /* stack */
     int64_t n_free, n_allocated, max_buffers, lookahead;
     int64_t next_read, ahead, done, first_open; /* first_open: lowest block not yet taken */
     sp_status status;
@@ -62,22 +64,6 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The smallest level-0 coordinate that sp_slide_read_region maps to level coordinate `lx`
- * (it takes floor(x / downsample)); every lx has one because downsamples are >= 1. */
-static int64_t level0_coordinate(int64_t lx, double ds) {
-    if (ds == 1.0) {
-        return lx;
-    }
-    int64_t x = (int64_t)ceil((double)lx * ds);
-    while (x > 0 && floor((double)(x - 1) / ds) >= (double)lx) {
-        x--;
-    }
-    while (floor((double)x / ds) < (double)lx) {
-        x++;
-    }
-    return x;
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -142,8 +128,8 @@ static void read_block(job *j, int64_t b, uint8_t *buf, double *seconds) {
     block_geometry(j, b, &x, &y, &w, &h);
     double t0 = now_seconds();
     sp_status st = sp_slide_read_region(j->slide, SP_PIXEL_RGB8, buf, w * 3, j->level,
-                                        level0_coordinate(x, j->downsample),
-                                        level0_coordinate(y, j->downsample), w, h);
+                                        sp_level0_coord(x, j->downsample),
+                                        sp_level0_coord(y, j->downsample), w, h);
     *seconds += now_seconds() - t0;
     pthread_mutex_lock(&j->lock);
     if (st != SP_OK) {
@@ -289,9 +275,35 @@ static sp_status plan_job(job *j, sp_slide *slide, const sp_spectrum_options *o,
     return SP_OK;
 }
 
+/* The GPU path (cuFFT, src/cuda/cuda_spectrum.c) over the same layout: the pieces of each strip
+ * are read on `threads` threads while the GPU transforms the previous strip. */
+static sp_status compute_on_gpu(const job *j, int threads, sp_progress_fn progress, void *user,
+                                sp_spectrum_stats *out, char *err, size_t err_len) {
+    sp_cuda_spectrum_job g = {
+        .slide = j->slide,
+        .level = j->level,
+        .downsample = j->downsample,
+        .patch = j->patch,
+        .width = j->width,
+        .height = j->height,
+        .strip_rows = j->strip_rows,
+        .piece_cols = j->piece_cols,
+        .threads = threads,
+        .progress = progress,
+        .progress_user = user,
+    };
+    sp_err e = {0};
+    sp_status st = sp_cuda_spectrum(&g, out, &e);
+    if (st != SP_OK) {
+        sp_spectrum_stats_init(out);
+        set_error(err, err_len, st, "%s", e.msg);
+    }
+    return st;
+}
+
 sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options *options,
-                              sp_progress_fn progress, void *progress_user,
-                              sp_spectrum_stats *out, char *err, size_t err_len) {
+                              sp_progress_fn progress, void *progress_user, sp_spectrum_stats *out,
+                              char *err, size_t err_len) {
     if (out == NULL) {
         return set_error(err, err_len, SP_E_INVALID_ARG, "no statistics record given");
     }
@@ -323,6 +335,11 @@ sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options *option
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? n : 1;
     }
+    if (options->value[SP_SPECTRUM_DEVICE] == SP_DEVICE_CUDA) {
+        st = compute_on_gpu(j, (int)threads, progress, progress_user, out, err, err_len);
+        free(j);
+        return st;
+    }
     if (threads > j->blocks) {
         threads = j->blocks;
     }
@@ -348,8 +365,8 @@ sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options *option
         workers == NULL) {
         st = set_error(err, err_len, SP_E_NOMEM, "out of memory");
     } else if (j->plan == NULL) {
-        st = set_error(err, err_len, SP_E_NOMEM, "FFTW could not plan a %dx%d transform",
-                       j->patch, j->patch);
+        st = set_error(err, err_len, SP_E_NOMEM, "FFTW could not plan a %dx%d transform", j->patch,
+                       j->patch);
     }
     for (int64_t i = 0; st == SP_OK && i < threads; i++) {
         workers[i].j = j;

@@ -4,7 +4,7 @@
 
 #include "slidepipe.h"
 
-#define SP_SPECTRUM_OPTION_COUNT 4
+#define SP_SPECTRUM_OPTION_COUNT 5
 
 struct sp_spectrum_options {
     int64_t value[SP_SPECTRUM_OPTION_COUNT]; /* indexed by sp_spectrum_option */
