@@ -4,6 +4,7 @@
 #define SP_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "slidepipe.h"
@@ -25,6 +26,15 @@ sp_slide *cli_open_slide(const char *path);
 
 /* Whether `path` ends with `ext` (case-insensitive, e.g. ".png"). */
 bool cli_has_extension(const char *path, const char *ext);
+
+/* Open a temporary file "PATH.tmp-XXXXXX" beside `path` for writing, with the mode a plain
+ * create would give under the umask; *tmp receives its name. Prints the error and returns NULL
+ * on failure. */
+FILE *cli_create_temp(const char *path, char **tmp);
+
+/* Finish a file from cli_create_temp: flush, close and rename it over `path` when `ok` and every
+ * step succeeds, else remove it and print why. Frees `tmp`; returns whether `path` was written. */
+bool cli_commit_temp(FILE *f, char *tmp, const char *path, bool ok);
 
 /* Write width x height straight RGBA8 pixels (rows of `stride` bytes) as an RGBA PNG, or raw
  * bytes when `raw`; written to a temporary file and renamed into place. Prints the error and

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,22 +99,9 @@ bool cli_write_image(const char *path, const uint8_t *rgba, int64_t w, int64_t h
         cli_fail("%s: a PNG cannot hold %lldx%lld pixels", path, (long long)w, (long long)h);
         return false;
     }
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (tmp == NULL) {
-        cli_fail("out of memory");
-        return false;
-    }
-    snprintf(tmp, n + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    char *tmp = NULL;
+    FILE *f = cli_create_temp(path, &tmp);
     if (f == NULL) {
-        cli_fail("cannot create %s: %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
         return false;
     }
     bool ok;
@@ -125,9 +113,47 @@ bool cli_write_image(const char *path, const uint8_t *rgba, int64_t w, int64_t h
     } else {
         ok = write_png(f, rgba, w, h, stride);
     }
-    ok = fflush(f) == 0 && ok;
-    int saved = errno;
-    ok = fclose(f) == 0 && ok;
+    return cli_commit_temp(f, tmp, path, ok);
+}
+
+FILE *cli_create_temp(const char *path, char **tmp_out) {
+    *tmp_out = NULL;
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (tmp == NULL) {
+        cli_fail("out of memory");
+        return NULL;
+    }
+    snprintf(tmp, n, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (f == NULL) {
+        cli_fail("cannot create %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        free(tmp);
+        return NULL;
+    }
+    /* mkstemp makes the file private (0600); give it the mode a plain create would. */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
+    *tmp_out = tmp;
+    return f;
+}
+
+bool cli_commit_temp(FILE *f, char *tmp, const char *path, bool ok) {
+    int saved = 0;
+    if (fflush(f) != 0 || ferror(f)) {
+        saved = errno;
+        ok = false;
+    }
+    if (fclose(f) != 0 && ok) {
+        saved = errno;
+        ok = false;
+    }
     if (ok && rename(tmp, path) != 0) {
         saved = errno;
         ok = false;
@@ -158,8 +184,8 @@ void cli_progress_show(void *user, int64_t done, int64_t total) {
     double mps = elapsed > 0 ? frac * p->pixels / elapsed / 1e6 : 0;
     double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
     int eta_s = (int)(eta + 0.5);
-    fprintf(stderr, "\r%s: %5.1f%%  %lld/%lld %s  %.0f MP/s  ETA %d:%02d   ", p->label,
-            frac * 100, (long long)done, (long long)total, p->unit, mps, eta_s / 60, eta_s % 60);
+    fprintf(stderr, "\r%s: %5.1f%%  %lld/%lld %s  %.0f MP/s  ETA %d:%02d   ", p->label, frac * 100,
+            (long long)done, (long long)total, p->unit, mps, eta_s / 60, eta_s % 60);
     fflush(stderr);
     p->shown = true;
 }

@@ -344,38 +344,13 @@ static bool save_json(const spectrum_args *a, const spectrum_result *results,
         }
         return true;
     }
-    size_t n = strlen(a->json_path) + 16;
-    char *tmp = malloc(n);
-    if (tmp == NULL) {
-        cli_fail("out of memory");
-        return false;
-    }
-    snprintf(tmp, n, "%s.tmp-XXXXXX", a->json_path);
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    char *tmp = NULL;
+    FILE *f = cli_create_temp(a->json_path, &tmp);
     if (f == NULL) {
-        cli_fail("cannot create %s: %s", a->json_path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
         return false;
     }
     write_json(f, a, results, corpus);
-    bool ok = fflush(f) == 0 && !ferror(f);
-    int saved = errno;
-    ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, a->json_path) != 0) {
-        saved = errno;
-        ok = false;
-    }
-    if (!ok) {
-        unlink(tmp);
-        cli_fail("cannot write %s: %s", a->json_path, strerror(saved ? saved : EIO));
-    }
-    free(tmp);
-    return ok;
+    return cli_commit_temp(f, tmp, a->json_path, true);
 }
 
 /* The plot: the corpus and the first few successful slides. */

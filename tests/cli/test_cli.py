@@ -309,3 +309,21 @@ def test_info_json_contract(contract_slide, testdata, run):
     problems = _check_contract_json(doc, contract_slide)
     assert not problems, f"{contract_slide}:\n  " + "\n  ".join(problems)
     assert proc.stderr == "", f"info --json succeeded but wrote to stderr: {proc.stderr[:500]!r}"
+
+
+def test_output_files_get_the_umask_mode(run, testdata, tmp_path):
+    """Outputs are written through a private temporary file and renamed into place; the result
+    must have the mode a plain create gives (0666 under the umask), not the temporary's 0600."""
+    import os
+    import stat
+
+    mask = os.umask(0)
+    os.umask(mask)
+    slide = testdata / "aperio" / "CMU-1-Small-Region.svs"
+    png = tmp_path / "r.png"
+    assert run(["region", slide, "--level", 0, "--x", 0, "--y", 0, "--width", 8, "--height", 8,
+                "-o", png]).returncode == 0
+    js = tmp_path / "s.json"
+    assert run(["spectrum", slide, "--json", js]).returncode == 0
+    for f in (png, js):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~mask, f
