@@ -342,8 +342,8 @@ typedef enum sp_cuda_library {
 SP_API int sp_cuda_library_found(sp_cuda_library library, char *detail, size_t detail_len);
 
 /* A context on one device (-1: the device chosen by sp_cuda_default_device): a CUDA stream and
- * two pinned host staging buffers, so that decoding the next band of a read overlaps the upload
- * of the previous one. Use a context from one thread at a time (one context per thread for
+ * two pinned host staging buffers of 32 MiB (made by the first region read), so that decoding the
+ * next band of a read overlaps the upload of the previous one. Use a context from one thread at a time (one context per thread for
  * parallel reads). On failure *out is NULL and `err` says why. */
 SP_API sp_status sp_cuda_context_create(int device, sp_cuda_context **out, char *err,
                                         size_t err_len);

@@ -9,6 +9,20 @@
 #include "cuda/cuda_internal.h"
 #include "cuda/cuda_testing.h"
 
+sp_status sp_cuda_staging(sp_cuda_context *ctx) {
+    for (int i = 0; i < 2; i++) {
+        if (ctx->staging[i] == NULL) {
+            cudaError_t e = cudaHostAlloc((void **)&ctx->staging[i], SP_CUDA_STAGING_BYTES,
+                                          cudaHostAllocDefault);
+            if (e != cudaSuccess) {
+                ctx->staging[i] = NULL;
+                return sp_cuda_fail(ctx, e, "cannot allocate pinned staging memory");
+            }
+        }
+    }
+    return SP_OK;
+}
+
 sp_status sp_cuda_fail(sp_cuda_context *ctx, cudaError_t e, const char *what) {
     if (ctx != NULL) {
         snprintf(ctx->message, sizeof ctx->message, "%s: %s", what, cudaGetErrorString(e));
@@ -142,12 +156,8 @@ sp_status sp_cuda_context_create(int device, sp_cuda_context **out, char *err, s
         e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
     }
     for (int i = 0; i < 2 && e == cudaSuccess; i++) {
-        what = "cannot allocate pinned staging memory";
-        e = cudaHostAlloc((void **)&ctx->staging[i], SP_CUDA_STAGING_BYTES, cudaHostAllocDefault);
-        if (e == cudaSuccess) {
-            what = "cannot create a CUDA event";
-            e = cudaEventCreateWithFlags(&ctx->uploaded[i], cudaEventDisableTiming);
-        }
+        what = "cannot create a CUDA event";
+        e = cudaEventCreateWithFlags(&ctx->uploaded[i], cudaEventDisableTiming);
     }
     if (e != cudaSuccess) {
         sp_status st = sp_cuda_fail(ctx, e, what);

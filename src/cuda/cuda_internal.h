@@ -16,11 +16,15 @@
 struct sp_cuda_context {
     int device;
     cudaStream_t stream;
-    uint8_t *staging[2];     /* pinned host memory, SP_CUDA_STAGING_BYTES each */
+    uint8_t *staging[2];     /* pinned host memory, SP_CUDA_STAGING_BYTES each, made on first use */
     cudaEvent_t uploaded[2]; /* recorded after the upload out of staging[i] */
     size_t band_bytes;       /* bytes of a band (<= SP_CUDA_STAGING_BYTES; tests lower it) */
     char message[256];
 };
+
+/* Allocate the context's pinned staging buffers if they are not yet there (only region reads
+ * need them, so contexts used for kernels alone never pin host memory). */
+sp_status sp_cuda_staging(sp_cuda_context *ctx);
 
 /* A function of a run-time GPU library (sp_cuda_library_found must have found it), or NULL. */
 void *sp_cuda_library_symbol(sp_cuda_library library, const char *name);

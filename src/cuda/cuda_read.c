@@ -41,6 +41,10 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
         return sp_cuda_fail(ctx, e, "cannot select the CUDA device");
     }
     ctx->message[0] = '\0';
+    st = sp_cuda_staging(ctx);
+    if (st != SP_OK) {
+        return st;
+    }
     int64_t band = (int64_t)(ctx->band_bytes / row_bytes);
     int64_t first_row = (int64_t)floor((double)y / downsample);
     uint8_t *dst = dst_device;
