@@ -27,6 +27,9 @@ sp_slide *cli_open_slide(const char *path);
 /* Whether `path` ends with `ext` (case-insensitive, e.g. ".png"). */
 bool cli_has_extension(const char *path, const char *ext);
 
+/* Print `s` as a JSON string literal (quotes, escapes). */
+void cli_json_string(FILE *f, const char *s);
+
 /* Open a temporary file "PATH.tmp-XXXXXX" beside `path` for writing, with the mode a plain
  * create would give under the umask; *tmp receives its name. Prints the error and returns NULL
  * on failure. */

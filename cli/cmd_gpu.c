@@ -11,22 +11,6 @@
 
 static const char USAGE[] = "slidepipe gpu [--json]";
 
-/* Print a JSON string literal (the texts here are library names and paths). */
-static void json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c < 0x20) {
-            printf("\\u%04x", c);
-        } else {
-            putchar(c);
-        }
-    }
-    putchar('"');
-}
-
 int cmd_gpu(int argc, char **argv) {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -64,7 +48,7 @@ int cmd_gpu(int argc, char **argv) {
         sp_cuda_device_info(d, name, sizeof name, &major, &minor, &mem);
         if (json) {
             printf("%s{\"index\": %d, \"name\": ", d ? ", " : "", d);
-            json_string(name);
+            cli_json_string(stdout, name);
             printf(", \"compute_capability\": \"%d.%d\", \"memory_bytes\": %llu}", major, minor,
                    (unsigned long long)mem);
         } else {
@@ -75,11 +59,11 @@ int cmd_gpu(int argc, char **argv) {
     int chosen = sp_cuda_default_device();
     if (json) {
         printf("], \"default_device\": %d, \"reason\": ", chosen);
-        json_string(n == 0 ? why : "");
+        cli_json_string(stdout, n == 0 ? why : "");
         for (int i = 0; i < 3; i++) {
             printf(", \"%s\": {\"found\": %s, \"detail\": ", LIB_NAMES[i],
                    found[i] ? "true" : "false");
-            json_string(detail[i]);
+            cli_json_string(stdout, detail[i]);
             printf("}");
         }
         printf("}\n");

@@ -268,21 +268,6 @@ void spectrum_report_slide(const spectrum_args *a, const char *path, const spect
 
 /* ---- JSON -------------------------------------------------------------------------------- */
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            fputc('\\', f);
-            fputc(*p, f);
-        } else if (*p < 0x20) {
-            fprintf(f, "\\u%04x", *p);
-        } else {
-            fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
 /* A double that reads back to the same bits, or null for NaN. */
 static void json_number(FILE *f, double v) {
     if (isnan(v) || isinf(v)) {
@@ -317,10 +302,10 @@ static void write_json(FILE *f, const spectrum_args *a, const spectrum_result *r
     for (int64_t i = 0; i < a->n_slides; i++) {
         const spectrum_result *r = &results[i];
         fputs(i ? ",\n{\"path\": " : "\n{\"path\": ", f);
-        json_string(f, a->slides[i]);
+        cli_json_string(f, a->slides[i]);
         if (!r->ok) {
             fputs(", \"error\": ", f);
-            json_string(f, r->error);
+            cli_json_string(f, r->error);
         } else {
             fprintf(f, ", \"width\": %lld, \"height\": %lld, ", (long long)r->width,
                     (long long)r->height);

@@ -4,52 +4,20 @@
  * histogram slots (mirrored columns counted twice) and the patch's sums. Every step but the FFT
  * repeats the CPU kernel's arithmetic (src/spectrum/spectrum_kernel.c) in the same order — grey
  * as (R 0.299 + G 0.587) + B 0.114 with each product rounded, the same offset removal, the same
- * branch-free logarithm and bin search — and this file is compiled with --fmad=false, so GPU and
+ * branch-free logarithm and bin search (spectrum_math.h, one source for both) — and this file is
+ * compiled with --fmad=false, so GPU and
  * CPU differ only by the two FFTs' rounding. Per-patch sums are reduced in a fixed tree order
  * and histogram counts are integers, so a run's result does not depend on scheduling. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 
+#include "spectrum/spectrum_math.h"
+
 namespace {
 
 constexpr int THREADS = 256;
 constexpr int SLOTS = 802; /* below, 800 bins, above */
-
-/* Both as in spectrum_kernel.c. */
-__device__ int slot_of(float db) {
-    float v = (db + 40.0f) * 4.0f;
-    v = v > 0.0f ? v : 0.0f;
-    v = v < 799.0f ? v : 799.0f;
-    int b = (int)v;
-    float lo = -40.0f + 0.25f * (float)b;
-    int dec = db < lo;
-    int inc = (db >= lo + 0.25f) & (b < 799);
-    b = b - dec + inc + 1;
-    b = db < -40.0f ? 0 : b;
-    return db > 160.0f ? SLOTS - 1 : b;
-}
-
-__device__ float db_of(float power) {
-    float mag = sqrtf(power) + 1e-6f;
-    uint32_t bits = __float_as_uint(mag);
-    int32_t e = (int32_t)(bits >> 23) - 127;
-    float m = __uint_as_float((bits & 0x007fffffu) | 0x3f800000u);
-    int big = m > 1.41421356f;
-    m = big ? m * 0.5f : m;
-    e += big;
-    float t = (m - 1.0f) / (m + 1.0f);
-    float t2 = t * t;
-    float p = 1.0f / 9.0f;
-    p = p * t2 + 1.0f / 7.0f;
-    p = p * t2 + 1.0f / 5.0f;
-    p = p * t2 + 1.0f / 3.0f;
-    p = p * t2 + 1.0f;
-    float ln_m = 2.0f * t * p;
-    float fe = (float)e;
-    float ln = fe * 0.693145751953125f + (fe * 1.428606765330187e-06f + ln_m);
-    return ln * 8.68588963806503655f;
-}
 
 /* Sum `v` over the block in a fixed tree order (deterministic); thread 0 gets the total. */
 __device__ double block_sum(double v, double *shared) {
@@ -113,9 +81,9 @@ __global__ void spectrum_stats(const float2 *__restrict__ freq, int patch,
     for (int64_t i = threadIdx.x; i < n; i += THREADS) {
         int col = (int)(i % half);
         float2 c = i == 0 ? make_float2((float)totals[index], 0.0f) : f[i];
-        float db = db_of(c.x * c.x + c.y * c.y);
+        float db = sp_spectrum_db_of(c.x * c.x + c.y * c.y);
         unsigned weight = (col == 0 || (patch % 2 == 0 && col == half - 1)) ? 1u : 2u;
-        atomicAdd(&counts[slot_of(db)], weight);
+        atomicAdd(&counts[sp_spectrum_slot_of(db)], weight);
         s += (double)weight * db;
         s2 += (double)weight * ((double)db * db);
     }

@@ -18,53 +18,15 @@
 #include <string.h>
 
 #include "spectrum/spectrum.h"
+#include "spectrum/spectrum_math.h"
 
-/* Both helpers are written without branches (selects the compiler turns into masks), so that
- * the row loop below is vectorised; the exported wrappers serve the unit tests. */
-static inline int slot_of(float db) {
-    /* Truncation lands on the right bin or one off near an edge (db + 40 is rounded); comparing
-     * db with the exact float edges settles it. Edges -40 + i/4 are exact in float. */
-    float v = (db + 40.0f) * 4.0f;
-    v = v > 0.0f ? v : 0.0f;
-    v = v < 799.0f ? v : 799.0f;
-    int b = (int)v;
-    float lo = -40.0f + 0.25f * (float)b;
-    int dec = db < lo;
-    int inc = (db >= lo + 0.25f) & (b < 799);
-    b = b - dec + inc + 1;
-    b = db < -40.0f ? 0 : b;
-    return db > 160.0f ? SP_SPECTRUM_SLOTS - 1 : b;
+int sp_spectrum_slot(float db) {
+    return sp_spectrum_slot_of(db);
 }
 
-static inline float db_of(float power) {
-    float mag = sqrtf(power) + 1e-6f; /* >= 1e-6: positive and normal, so the bits below hold */
-    uint32_t bits;
-    memcpy(&bits, &mag, sizeof bits);
-    int32_t e = (int32_t)(bits >> 23) - 127;
-    uint32_t mbits = (bits & 0x007fffffu) | 0x3f800000u;
-    float m;
-    memcpy(&m, &mbits, sizeof m); /* mag = m 2^e, m in [1, 2) */
-    int big = m > 1.41421356f;    /* fold m into [sqrt(1/2), sqrt(2)) so |t| <= 0.172 */
-    m = big ? m * 0.5f : m;
-    e += big;
-    /* ln m = 2 atanh(t), t = (m - 1) / (m + 1): the series to t^9 errs by < 1e-9. */
-    float t = (m - 1.0f) / (m + 1.0f);
-    float t2 = t * t;
-    float p = 1.0f / 9.0f;
-    p = p * t2 + 1.0f / 7.0f;
-    p = p * t2 + 1.0f / 5.0f;
-    p = p * t2 + 1.0f / 3.0f;
-    p = p * t2 + 1.0f;
-    float ln_m = 2.0f * t * p;
-    /* e ln 2 with ln 2 split in two so that e * hi is exact. */
-    float fe = (float)e;
-    float ln = fe * 0.693145751953125f + (fe * 1.428606765330187e-06f + ln_m);
-    return ln * 8.68588963806503655f; /* 20 / ln 10 */
+float sp_spectrum_db(float power) {
+    return sp_spectrum_db_of(power);
 }
-
-int sp_spectrum_slot(float db) { return slot_of(db); }
-
-float sp_spectrum_db(float power) { return db_of(power); }
 
 static pthread_once_t planner_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -168,13 +130,12 @@ static void remove_offset(float *grey, size_t count, float offset) {
 }
 
 /* dB values and slots of one output row (vectorised by the compiler). */
-static void row_values(const float *restrict f, float *restrict db, int32_t *restrict slot,
-                       int n) {
+static void row_values(const float *restrict f, float *restrict db, int32_t *restrict slot, int n) {
     for (int j = 0; j < n; j++) {
         float re = f[2 * j], im = f[2 * j + 1];
-        float d = db_of(re * re + im * im);
+        float d = sp_spectrum_db_of(re * re + im * im);
         db[j] = d;
-        slot[j] = slot_of(d);
+        slot[j] = sp_spectrum_slot_of(d);
     }
 }
 
