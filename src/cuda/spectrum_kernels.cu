@@ -5,9 +5,9 @@
  * repeats the CPU kernel's arithmetic (src/spectrum/spectrum_kernel.c) in the same order — grey
  * as (R 0.299 + G 0.587) + B 0.114 with each product rounded, the same offset removal, the same
  * branch-free logarithm and bin search (spectrum_math.h, one source for both) — and this file is
- * compiled with --fmad=false, so GPU and
- * CPU differ only by the two FFTs' rounding. Per-patch sums are reduced in a fixed tree order
- * and histogram counts are integers, so a run's result does not depend on scheduling. */
+ * compiled with --fmad=false, so GPU and CPU differ only by the two FFTs' rounding. Per-patch
+ * sums are reduced in a fixed tree order and histogram counts are integers, so a run's result
+ * does not depend on scheduling. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
