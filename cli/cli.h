@@ -27,6 +27,17 @@ sp_slide *cli_open_slide(const char *path);
 /* Whether `path` ends with `ext` (case-insensitive, e.g. ".png"). */
 bool cli_has_extension(const char *path, const char *ext);
 
+/* The index of `text` among `count` names, in *out; false when it is none of them. */
+bool cli_parse_name(const char *text, const char *const *names, int count, int *out);
+
+/* The Zarr codecs' names on the command line, in sp_zarr_codec order. */
+enum { CLI_CODECS = 5 };
+extern const char *const cli_codec_names[CLI_CODECS];
+
+/* CLI_OK when `level` (0 = the codec's default) suits `codec`, else the usage error naming
+ * `option` ("--level", "--codec-level") and the codec's range. */
+int cli_check_codec_level(const char *usage, int codec, int64_t level, const char *option);
+
 /* Print `s` as a JSON string literal (quotes, escapes). */
 void cli_json_string(FILE *f, const char *s);
 

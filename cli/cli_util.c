@@ -204,3 +204,29 @@ void cli_json_string(FILE *f, const char *s) {
     }
     fputc('"', f);
 }
+
+bool cli_parse_name(const char *text, const char *const *names, int count, int *out) {
+    for (int i = 0; i < count; i++) {
+        if (strcmp(text, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* In sp_zarr_codec order. */
+const char *const cli_codec_names[CLI_CODECS] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
+
+int cli_check_codec_level(const char *usage, int codec, int64_t level, const char *option) {
+    /* Levels per codec: zstd 1..22, blosc and gzip 1..9, none takes none. */
+    static const int64_t max_level[CLI_CODECS] = {22, 9, 9, 9, 0};
+    if (level <= 0 || codec < 0 || codec >= CLI_CODECS || level <= max_level[codec]) {
+        return CLI_OK;
+    }
+    if (max_level[codec] == 0) {
+        return cli_usage_error(usage, "--codec none takes no %s", option);
+    }
+    return cli_usage_error(usage, "%s %lld is out of range for %s (1..%lld)", option,
+                           (long long)level, cli_codec_names[codec], (long long)max_level[codec]);
+}

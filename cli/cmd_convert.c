@@ -66,16 +66,6 @@ static int count_levels(const char *out) {
     return 0;
 }
 
-static bool parse_name(const char *text, const char *const *names, int count, int *out) {
-    for (int i = 0; i < count; i++) {
-        if (strcmp(text, names[i]) == 0) {
-            *out = i;
-            return true;
-        }
-    }
-    return false;
-}
-
 int cmd_convert(int argc, char **argv) {
     static const struct option opts[] = {
         {"format", required_argument, NULL, 'f'}, {"chunk", required_argument, NULL, 'c'},
@@ -85,7 +75,6 @@ int cmd_convert(int argc, char **argv) {
         {"resume", no_argument, NULL, 'r'},       {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     static const char *const formats[] = {"ome-zarr-0.4", "ome-zarr-0.5"};
-    static const char *const codecs[] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
     static const char *const layouts[] = {"cyx", "yxc"};
     /* Option values in sp_convert_option order; -1 = not given. */
     int64_t value[SP_CONVERT_RESUME + 1];
@@ -103,7 +92,7 @@ int cmd_convert(int argc, char **argv) {
         switch (c) {
         case 'f': {
             int i;
-            if (!parse_name(optarg, formats, 2, &i)) {
+            if (!cli_parse_name(optarg, formats, 2, &i)) {
                 return cli_usage_error(USAGE, "bad --format '%s' (ome-zarr-0.4 or ome-zarr-0.5)",
                                        optarg);
             }
@@ -112,7 +101,7 @@ int cmd_convert(int argc, char **argv) {
         }
         case 'C': {
             int i;
-            if (!parse_name(optarg, codecs, 5, &i)) {
+            if (!cli_parse_name(optarg, cli_codec_names, CLI_CODECS, &i)) {
                 return cli_usage_error(
                     USAGE, "bad --codec '%s' (zstd, blosc-lz4, blosc-zstd, gzip or none)", optarg);
             }
@@ -121,7 +110,7 @@ int cmd_convert(int argc, char **argv) {
         }
         case 'y': {
             int i;
-            if (!parse_name(optarg, layouts, 2, &i)) {
+            if (!cli_parse_name(optarg, layouts, 2, &i)) {
                 return cli_usage_error(USAGE, "bad --layout '%s' (cyx or yxc)", optarg);
             }
             value[SP_CONVERT_LAYOUT] = i == 0 ? SP_ZARR_LAYOUT_CYX : SP_ZARR_LAYOUT_YXC;
@@ -149,17 +138,10 @@ int cmd_convert(int argc, char **argv) {
     if (value[SP_CONVERT_SHARD] > 0 && value[SP_CONVERT_FORMAT] != SP_ZARR_OME_05) {
         return cli_usage_error(USAGE, "--shard needs --format ome-zarr-0.5 (Zarr v3)");
     }
-    if (value[SP_CONVERT_LEVEL] > 0) {
-        /* Levels per codec: zstd 1..22, blosc and gzip 1..9, none takes none. */
-        static const int64_t max_level[] = {22, 9, 9, 9, 0};
-        int codec = value[SP_CONVERT_CODEC] >= 0 ? (int)value[SP_CONVERT_CODEC] : 0;
-        if (value[SP_CONVERT_LEVEL] > max_level[codec]) {
-            return max_level[codec] == 0
-                       ? cli_usage_error(USAGE, "--codec none takes no --level")
-                       : cli_usage_error(USAGE, "--level %lld is out of range for %s (1..%lld)",
-                                         (long long)value[SP_CONVERT_LEVEL], codecs[codec],
-                                         (long long)max_level[codec]);
-        }
+    int codec = value[SP_CONVERT_CODEC] >= 0 ? (int)value[SP_CONVERT_CODEC] : SP_ZARR_CODEC_ZSTD;
+    int rc = cli_check_codec_level(USAGE, codec, value[SP_CONVERT_LEVEL], "--level");
+    if (rc != CLI_OK) {
+        return rc;
     }
     sp_convert_options *options = NULL;
     if (sp_convert_options_create(&options) != SP_OK) {

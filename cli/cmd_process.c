@@ -17,16 +17,6 @@ static const char USAGE[] =
     "         [--format ome-zarr-0.4|ome-zarr-0.5] [--threads N] [--in-flight N]\n"
     "         [--mode tiled|global] [--device cpu|cuda] [--json]";
 
-static bool parse_name(const char *text, const char *const *names, int count, int *out) {
-    for (int i = 0; i < count; i++) {
-        if (strcmp(text, names[i]) == 0) {
-            *out = i;
-            return true;
-        }
-    }
-    return false;
-}
-
 int cmd_process(int argc, char **argv) {
     static const struct option opts[] = {{"op", required_argument, NULL, 'o'},
                                          {"level", required_argument, NULL, 'l'},
@@ -42,7 +32,6 @@ int cmd_process(int argc, char **argv) {
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     static const char *const formats[] = {"ome-zarr-0.4", "ome-zarr-0.5"};
-    static const char *const codecs[] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
     static const char *const modes[] = {"tiled", "global"};
     /* Option values in sp_process_option order; -1 = not given. */
     int64_t value[SP_PROCESS_DEVICE + 1];
@@ -61,21 +50,21 @@ int cmd_process(int argc, char **argv) {
         switch (c) {
         case 'o': op = optarg; continue;
         case 'f':
-            if (!parse_name(optarg, formats, 2, &i)) {
+            if (!cli_parse_name(optarg, formats, 2, &i)) {
                 return cli_usage_error(USAGE, "bad --format '%s' (ome-zarr-0.4 or ome-zarr-0.5)",
                                        optarg);
             }
             value[SP_PROCESS_FORMAT] = i == 0 ? SP_ZARR_OME_04 : SP_ZARR_OME_05;
             continue;
         case 'C':
-            if (!parse_name(optarg, codecs, 5, &i)) {
+            if (!cli_parse_name(optarg, cli_codec_names, CLI_CODECS, &i)) {
                 return cli_usage_error(
                     USAGE, "bad --codec '%s' (zstd, blosc-lz4, blosc-zstd, gzip or none)", optarg);
             }
             value[SP_PROCESS_CODEC] = i;
             continue;
         case 'm':
-            if (!parse_name(optarg, modes, 2, &i)) {
+            if (!cli_parse_name(optarg, modes, 2, &i)) {
                 return cli_usage_error(USAGE, "bad --mode '%s' (tiled or global)", optarg);
             }
             value[SP_PROCESS_MODE] = i == 0 ? SP_PROCESS_TILED : SP_PROCESS_GLOBAL;
@@ -139,19 +128,11 @@ int cmd_process(int argc, char **argv) {
     if (sp_op_check(op, err, sizeof err) != SP_OK) {
         return cli_usage_error(USAGE, "%s", err);
     }
-    if (value[SP_PROCESS_CODEC_LEVEL] > 0) {
-        /* Levels per codec: zstd 1..22, blosc and gzip 1..9, none takes none. */
-        static const int64_t max_level[] = {22, 9, 9, 9, 0};
-        int codec =
-            value[SP_PROCESS_CODEC] >= 0 ? (int)value[SP_PROCESS_CODEC] : SP_ZARR_CODEC_BLOSC_LZ4;
-        if (value[SP_PROCESS_CODEC_LEVEL] > max_level[codec]) {
-            return max_level[codec] == 0
-                       ? cli_usage_error(USAGE, "--codec none takes no --codec-level")
-                       : cli_usage_error(USAGE,
-                                         "--codec-level %lld is out of range for %s (1..%lld)",
-                                         (long long)value[SP_PROCESS_CODEC_LEVEL], codecs[codec],
-                                         (long long)max_level[codec]);
-        }
+    int codec =
+        value[SP_PROCESS_CODEC] >= 0 ? (int)value[SP_PROCESS_CODEC] : SP_ZARR_CODEC_BLOSC_LZ4;
+    int rc = cli_check_codec_level(USAGE, codec, value[SP_PROCESS_CODEC_LEVEL], "--codec-level");
+    if (rc != CLI_OK) {
+        return rc;
     }
     sp_process_options *options = NULL;
     if (sp_process_options_create(&options) != SP_OK) {

@@ -53,12 +53,21 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
     a->patch = 256;
     a->block = 1024;
     a->threads = 0;
+    /* The integer options: their targets and ranges. */
+    const struct int_option {
+        int opt;
+        int64_t *target;
+        int64_t lo, hi;
+        const char *name;
+    } numbers[] = {{'l', &a->level, 0, 1024, "level"},
+                   {'p', &a->patch, 4, 4096, "patch"},
+                   {'b', &a->block, 4, 16384, "block"},
+                   {'t', &a->threads, 0, 1024, "threads"}};
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        int64_t *target = NULL, lo = 0, hi = 0;
-        const char *what = NULL;
+        const struct int_option *n = NULL;
         switch (c) {
         case 'L': a->list_path = optarg; continue;
         case 'd':
@@ -74,37 +83,19 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
             }
             a->plot_path = optarg;
             continue;
-        case 'l':
-            target = &a->level;
-            lo = 0;
-            hi = 1024;
-            what = "level";
-            break;
-        case 'p':
-            target = &a->patch;
-            lo = 4;
-            hi = 4096;
-            what = "patch";
-            break;
-        case 'b':
-            target = &a->block;
-            lo = 4;
-            hi = 16384;
-            what = "block";
-            break;
-        case 't':
-            target = &a->threads;
-            lo = 0;
-            hi = 1024;
-            what = "threads";
-            break;
         case 'h': printf("usage: %s\n", usage); return CLI_OK;
         case ':': return cli_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+        default:
+            for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+                n = numbers[i].opt == c ? &numbers[i] : n;
+            }
+            if (n == NULL) {
+                return cli_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+            }
         }
-        if (!cli_parse_int(optarg, lo, hi, target)) {
+        if (!cli_parse_int(optarg, n->lo, n->hi, n->target)) {
             return cli_usage_error(usage, "bad value '%s' for --%s (an integer in %lld..%lld)",
-                                   optarg, what, (long long)lo, (long long)hi);
+                                   optarg, n->name, (long long)n->lo, (long long)n->hi);
         }
     }
     if (a->block % a->patch != 0) {

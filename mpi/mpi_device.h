@@ -7,9 +7,8 @@
 
 #include <mpi.h>
 
-/* The local rank from the launcher's environment (OMPI_COMM_WORLD_LOCAL_RANK for Open MPI's
- * mpirun, SLURM_LOCALID for srun, MPI_LOCALRANKID for MPICH), else computed from the ranks
- * sharing memory (MPI_Comm_split_type). Collective over `comm`: every rank calls it. */
+/* This rank's index among the ranks sharing its node (MPI_Comm_split_type, ordered by rank in
+ * `comm`): what mpirun and srun call the local rank. Collective over `comm`. */
 int spmpi_local_rank(MPI_Comm comm);
 
 /* The device index this rank should use (local rank modulo sp_cuda_device_count), or -1 when

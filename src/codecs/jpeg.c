@@ -381,6 +381,23 @@ static sp_status jpeg_area_body(sp_jpeg_job *job, sp_err *err) {
     return SP_OK;
 }
 
+/* A job over one stream (and its JPEGTables, may be NULL), everything else zero. */
+static void job_init(sp_jpeg_job *job, const uint8_t *data, size_t len, const uint8_t *tables,
+                     size_t tables_len) {
+    memset(job, 0, sizeof *job);
+    job->data = data;
+    job->len = len;
+    job->tables = tables;
+    job->tables_len = tables_len;
+}
+
+/* After a failure: zero the output rows the decoder had started to fill. */
+static void zero_dirty_rows(const sp_jpeg_job *job) {
+    for (uint64_t y = 0; y < job->rows_dirty; y++) {
+        memset(job->rgba + y * job->stride, 0, job->row_out_bytes);
+    }
+}
+
 /* Run body under setjmp, so a libjpeg error anywhere in it ends here. `job` belongs to the
  * caller's frame: this function changes none of its own locals after setjmp. */
 static sp_status jpeg_run(sp_jpeg_job *job, sp_status (*body)(sp_jpeg_job *, sp_err *),
@@ -421,11 +438,7 @@ sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *ta
         return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: unknown colour space %d", (int)space);
     }
     sp_jpeg_job job;
-    memset(&job, 0, sizeof job);
-    job.data = data;
-    job.len = len;
-    job.tables = tables;
-    job.tables_len = tables_len;
+    job_init(&job, data, len, tables, tables_len);
     job.space = space;
     job.width = width;
     job.height = height;
@@ -433,10 +446,7 @@ sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *ta
     job.stride = stride;
     sp_status st = jpeg_run(&job, jpeg_decode_body, err);
     if (st != SP_OK) {
-        /* never leave a half-decoded tile behind */
-        for (uint64_t y = 0; y < job.rows_dirty; y++) {
-            memset(rgba + y * stride, 0, job.row_out_bytes);
-        }
+        zero_dirty_rows(&job); /* never leave a half-decoded tile behind */
     }
     return st;
 }
@@ -469,11 +479,7 @@ sp_status sp_jpeg_decode_area(const uint8_t *data, size_t len, const uint8_t *ta
         return SP_OK;
     }
     sp_jpeg_job job;
-    memset(&job, 0, sizeof job);
-    job.data = data;
-    job.len = len;
-    job.tables = tables;
-    job.tables_len = tables_len;
+    job_init(&job, data, len, tables, tables_len);
     job.space = space;
     job.ax = x;
     job.ay = y;
@@ -485,9 +491,7 @@ sp_status sp_jpeg_decode_area(const uint8_t *data, size_t len, const uint8_t *ta
     job.stride = stride;
     sp_status st = jpeg_run(&job, jpeg_area_body, err);
     if (st != SP_OK) {
-        for (uint64_t r = 0; r < job.rows_dirty; r++) {
-            memset(dst + r * stride, 0, job.row_out_bytes);
-        }
+        zero_dirty_rows(&job);
     } else {
         *image_width = job.image_w;
         *image_height = job.image_h;
@@ -502,11 +506,7 @@ sp_status sp_jpeg_read_header(const uint8_t *data, size_t len, const uint8_t *ta
         return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: null argument");
     }
     sp_jpeg_job job;
-    memset(&job, 0, sizeof job);
-    job.data = data;
-    job.len = len;
-    job.tables = tables;
-    job.tables_len = tables_len;
+    job_init(&job, data, len, tables, tables_len);
     job.out_width = width;
     job.out_height = height;
     job.out_components = components;

@@ -1022,12 +1022,6 @@ sp_status sp_convert_to_zarr(sp_slide *slide, const char *out_path,
     if (dataset_hash != NULL) {
         memcpy(dataset_hash, st == SP_OK ? hash : "", st == SP_OK ? 65 : 1);
     }
-    if (errbuf != NULL && err_len > 0) {
-        if (st == SP_OK) {
-            errbuf[0] = '\0';
-        } else {
-            sp_err_copy_out(&err, errbuf, err_len);
-        }
-    }
+    sp_err_report(st, &err, errbuf, err_len);
     return st;
 }

@@ -29,3 +29,14 @@ void sp_err_copy_out(const sp_err *err, char *buf, size_t buf_len) {
     const char *msg = err->msg[0] ? err->msg : sp_status_str(err->status);
     snprintf(buf, buf_len, "%s", msg);
 }
+
+void sp_err_report(sp_status status, const sp_err *err, char *buf, size_t buf_len) {
+    if (buf == NULL || buf_len == 0) {
+        return;
+    }
+    if (status == SP_OK) {
+        buf[0] = '\0';
+    } else {
+        sp_err_copy_out(err, buf, buf_len);
+    }
+}

@@ -27,4 +27,8 @@ void sp_err_clear(sp_err *err);
 /* Copy the message (or the status name when there is none) into a caller buffer. */
 void sp_err_copy_out(const sp_err *err, char *buf, size_t buf_len);
 
+/* What a public call leaves in its caller's error buffer: "" when `status` is SP_OK, else the
+ * message (buf may be NULL). */
+void sp_err_report(sp_status status, const sp_err *err, char *buf, size_t buf_len);
+
 #endif

@@ -87,13 +87,7 @@ sp_status sp_op_check(const char *op_spec, char *errbuf, size_t err_len) {
     const sp_op *op;
     sp_op_params params;
     sp_status st = sp_op_parse(op_spec, &op, &params, &err);
-    if (errbuf != NULL && err_len > 0) {
-        if (st == SP_OK) {
-            errbuf[0] = '\0';
-        } else {
-            sp_err_copy_out(&err, errbuf, err_len);
-        }
-    }
+    sp_err_report(st, &err, errbuf, err_len);
     return st;
 }
 
@@ -339,12 +333,6 @@ sp_status sp_process_to_zarr(sp_slide *slide, const char *op_spec, const char *o
     if (dataset_hash != NULL) {
         memcpy(dataset_hash, st == SP_OK ? hash : "", st == SP_OK ? 65 : 1);
     }
-    if (errbuf != NULL && err_len > 0) {
-        if (st == SP_OK) {
-            errbuf[0] = '\0';
-        } else {
-            sp_err_copy_out(&err, errbuf, err_len);
-        }
-    }
+    sp_err_report(st, &err, errbuf, err_len);
     return st;
 }
