@@ -3,9 +3,9 @@
  * Chunks arrive whole from any thread. Each is encoded, hashed and written to
  * "<final>.tmp-XXXXXX" (mkstemp, same folder) and renamed into place only after its bytes are on
  * stable storage, so a killed run or a power cut leaves either the complete chunk or nothing under
- * its final name. Chunk files are made durable in batches: a written temporary file joins the
- * pending batch, and when the batch is full one syncfs() flushes them all before they are renamed
- * (one flush per batch instead of an fsync per chunk, which cost more wall time than encoding on
+ * its final name. Chunk files are made durable in batches by a background thread
+ * (durable_renames.c): one syncfs() per batch, then the batch's renames, while the writers go on
+ * encoding (an fsync per chunk cost more wall time than encoding on
  * a busy disk). Metadata, manifest and marker are fsync'd one by one. The store's mutex guards only
  * the shared tables (the manifest entries, the written-chunk bitmaps and the shards in flight);
  * encoding, hashing and file I/O run outside it. With sharding an encoded inner chunk waits in
@@ -41,6 +41,7 @@
 
 #include "core/limits.h"
 #include "io/source.h"
+#include "zarr/durable_renames.h"
 #include "zarr/zarr_codec.h"
 
 /* Bitmaps of written chunks cost one bit per chunk; this bounds them to 256 MiB. */
@@ -86,10 +87,6 @@ struct sp_zarr_array {
     size_t nbuckets, nflight;
 };
 
-typedef struct pending_rename {
-    char *tmp, *full;
-} pending_rename;
-
 struct sp_zarr_store {
     char *root;
     bool resume;
@@ -99,15 +96,8 @@ struct sp_zarr_store {
     manifest_entry *entries;
     size_t nentries, capentries;
     uint64_t seq;
-    /* chunk files written under temporary names, waiting for one flush and their rename */
-    pthread_mutex_t batch_lock;
-    pending_rename *pending;
-    size_t npending, cappending;
+    sp_durable_renames *renames; /* chunk files waiting for a flush and their rename */
 };
-
-/* Chunk files per durability batch: enough to make the flush rare, few enough that a killed run
- * loses little work (the pending files are rewritten by --resume). */
-#define SP_ZARR_BATCH_FILES 32
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -349,11 +339,9 @@ typedef struct piece {
     size_t len;
 } piece;
 
-static sp_status queue_rename(sp_zarr_store *s, char *tmp, char *full, sp_err *err);
-
 /* Write the pieces to root/relpath through a temporary file in the same folder. Immediate: fsync
- * and rename now. Batched: hand the temporary file to the pending batch, which renames it after
- * the batch's flush. On failure the temporary file is removed and the final name untouched. */
+ * and rename now. Batched: hand the temporary file to the durable renames, which rename it after
+ * its batch's flush. On failure the temporary file is removed and the final name untouched. */
 static sp_status write_atomic(sp_zarr_store *s, const char *relpath, const piece *pieces,
                               size_t npieces, bool batched, sp_err *err) {
     char *full = sp_strdup_printf("%s/%s", s->root, relpath);
@@ -407,7 +395,7 @@ static sp_status write_atomic(sp_zarr_store *s, const char *relpath, const piece
         goto fail;
     }
     if (batched) {
-        st = queue_rename(s, tmp, full, err); /* takes both names */
+        st = sp_durable_renames_add(s->renames, tmp, full, err); /* takes both names */
         tmp = full = NULL;
         goto done;
     }
@@ -427,83 +415,6 @@ done:
     return st;
 }
 
-/* Flush everything written so far to stable storage before the manifest vouches for it. */
-static sp_status sync_store(const sp_zarr_store *s, sp_err *err) {
-    int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        return sp_err_set(err, SP_E_IO, "cannot open %s: %s", s->root, strerror(errno));
-    }
-    int r = syncfs(fd);
-    int e = errno;
-    close(fd);
-    if (r != 0) {
-        return sp_err_set(err, SP_E_IO, "cannot flush %s: %s", s->root, strerror(e));
-    }
-    return SP_OK;
-}
-
-/* ---- durability batches ------------------------------------------------------------------ */
-
-/* Make a batch durable (one flush of the file system) and rename its files into place. Takes the
- * batch; on failure the files not renamed are removed, so no final name ever shows unflushed
- * bytes. */
-static sp_status flush_batch(const sp_zarr_store *s, pending_rename *batch, size_t n, sp_err *err) {
-    sp_status st = n > 0 ? sync_store(s, err) : SP_OK;
-    for (size_t i = 0; i < n; i++) {
-        if (st == SP_OK && rename(batch[i].tmp, batch[i].full) != 0) {
-            st = sp_err_set(err, SP_E_IO, "cannot rename %s to %s: %s", batch[i].tmp, batch[i].full,
-                            strerror(errno));
-        }
-        if (st != SP_OK) {
-            unlink(batch[i].tmp);
-        }
-        free(batch[i].tmp);
-        free(batch[i].full);
-    }
-    free(batch);
-    return st;
-}
-
-/* Take the pending batch out of the store (under its lock), leaving an empty one. */
-static pending_rename *take_batch(sp_zarr_store *s, size_t *n) {
-    pthread_mutex_lock(&s->batch_lock);
-    pending_rename *batch = s->pending;
-    *n = s->npending;
-    s->pending = NULL;
-    s->npending = s->cappending = 0;
-    pthread_mutex_unlock(&s->batch_lock);
-    return batch;
-}
-
-/* Flush and rename whatever is pending (before metadata is written, and when a run stops). */
-static sp_status flush_pending(sp_zarr_store *s, sp_err *err) {
-    size_t n;
-    pending_rename *batch = take_batch(s, &n);
-    return flush_batch(s, batch, n, err);
-}
-
-/* Add a written temporary file to the pending batch (taking both names); the thread that fills
- * the batch flushes it, outside the lock, while the others go on writing into a new one. */
-static sp_status queue_rename(sp_zarr_store *s, char *tmp, char *full, sp_err *err) {
-    pthread_mutex_lock(&s->batch_lock);
-    if (s->npending == s->cappending) {
-        size_t cap = s->cappending ? s->cappending * 2 : 64;
-        pending_rename *p = realloc(s->pending, cap * sizeof *p);
-        if (p == NULL) {
-            pthread_mutex_unlock(&s->batch_lock);
-            unlink(tmp);
-            free(tmp);
-            free(full);
-            return sp_err_set(err, SP_E_NOMEM, "out of memory");
-        }
-        s->pending = p;
-        s->cappending = cap;
-    }
-    s->pending[s->npending++] = (pending_rename){tmp, full};
-    bool full_batch = s->npending >= SP_ZARR_BATCH_FILES;
-    pthread_mutex_unlock(&s->batch_lock);
-    return full_batch ? flush_pending(s, err) : SP_OK;
-}
 
 /* Record a file in the manifest (under the lock). */
 static sp_status record(sp_zarr_store *s, const char *relpath, const char *hash, sp_err *err) {
@@ -744,13 +655,7 @@ static void free_store(sp_zarr_store *s) {
         free(s->entries[i].path);
     }
     free(s->entries);
-    for (size_t i = 0; i < s->npending; i++) { /* never flushed: not part of the store */
-        unlink(s->pending[i].tmp);
-        free(s->pending[i].tmp);
-        free(s->pending[i].full);
-    }
-    free(s->pending);
-    pthread_mutex_destroy(&s->batch_lock);
+    sp_durable_renames_destroy(s->renames, false); /* never flushed: not part of the store */
     pthread_mutex_destroy(&s->lock);
     free(s->root);
     free(s);
@@ -759,7 +664,8 @@ static void free_store(sp_zarr_store *s) {
 void sp_zarr_store_abort(sp_zarr_store *store) {
     if (store != NULL) {
         sp_err ignored = {0};
-        flush_pending(store, &ignored); /* keep what was written before the error */
+        /* keep what was written before the error */
+        sp_durable_renames_drain(store->renames, &ignored);
     }
     free_store(store);
 }
@@ -780,11 +686,6 @@ sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out,
         free(s);
         return sp_err_set(err, SP_E_NOMEM, "cannot create a mutex");
     }
-    if (pthread_mutex_init(&s->batch_lock, NULL) != 0) {
-        pthread_mutex_destroy(&s->lock);
-        free(s);
-        return sp_err_set(err, SP_E_NOMEM, "cannot create a mutex");
-    }
     sp_status st = SP_OK;
     s->root = strdup(path);
     if (s->root == NULL) {
@@ -796,6 +697,10 @@ sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out,
     }
     s->resume = resume;
     s->file_mode = file_mode();
+    st = sp_durable_renames_create(s->root, &s->renames, err);
+    if (st != SP_OK) {
+        goto fail;
+    }
 
     struct stat sb;
     if (stat(s->root, &sb) == 0) {
@@ -1357,7 +1262,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     }
     sp_zarr_store *s = store;
     strbuf m = {0};
-    sp_status st = flush_pending(s, err);
+    sp_status st = sp_durable_renames_drain(s->renames, err);
     /* No worker may still be writing: the caller has joined them, so no lock is needed. */
     for (sp_zarr_array *a = s->arrays; a != NULL && st == SP_OK; a = a->next) {
         if (a->written != a->total_chunks || a->nflight != 0) {
@@ -1370,7 +1275,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
         st = array_metadata(a, err);
     }
     if (st == SP_OK) {
-        st = sync_store(s, err);
+        st = sp_sync_fs(s->root, err); /* before the manifest vouches for it */
     }
     if (st != SP_OK) {
         goto done;
