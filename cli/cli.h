@@ -50,6 +50,9 @@ FILE *cli_create_temp(const char *path, char **tmp);
  * step succeeds, else remove it and print why. Frees `tmp`; returns whether `path` was written. */
 bool cli_commit_temp(FILE *f, char *tmp, const char *path, bool ok);
 
+/* Allocator settings for slidepipe's programs (called first thing in main). */
+void cli_tune_allocator(void);
+
 /* Write width x height straight RGBA8 pixels (rows of `stride` bytes) as an RGBA PNG, or raw
  * bytes when `raw`; written to a temporary file and renamed into place. Prints the error and
  * returns false on failure. */

@@ -1,5 +1,6 @@
 /* cli_util.c — shared helpers of the command-line front end (see cli.h). */
 #include <errno.h>
+#include <malloc.h>
 #include <png.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -229,4 +230,15 @@ int cli_check_codec_level(const char *usage, int codec, int64_t level, const cha
     }
     return cli_usage_error(usage, "%s %lld is out of range for %s (1..%lld)", option,
                            (long long)level, cli_codec_names[codec], (long long)max_level[codec]);
+}
+
+/* OpenJPEG allocates and frees tile-sized buffers for every JPEG 2000 tile it decodes. Above
+ * glibc's mmap threshold each such block is a fresh mapping, so every decode paid page faults
+ * and the kernel's zeroing of new pages: about a third of a J2K region read's time (see
+ * docs/reading.md). Kept in the heap instead, the blocks are reused. The trim threshold keeps
+ * freed heap from being handed back at every free; both settings are the process's, so the
+ * library leaves them to its programs. */
+void cli_tune_allocator(void) {
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }

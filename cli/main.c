@@ -33,6 +33,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    cli_tune_allocator();
     if (argc < 2) {
         fprintf(stderr, "slidepipe: no command given\n");
         usage(stderr);

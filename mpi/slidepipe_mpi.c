@@ -275,6 +275,7 @@ static int run(int rank, int size, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    cli_tune_allocator();
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "slidepipe: MPI_Init_thread failed\n");
