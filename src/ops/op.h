@@ -19,6 +19,15 @@
 #include "slidepipe.h"
 #include "zarr/zarr_store.h"
 
+/* Loops that compilers vectorise get an AVX2 copy beside the baseline x86-64 one, picked when the
+ * program loads (function multiversioning). Both copies do the same integer and IEEE float
+ * operations (no FMA: ops build with -ffp-contract=off), so their results are identical. */
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define SP_OPS_SIMD __attribute__((target_clones("avx2", "default")))
+#else
+#define SP_OPS_SIMD
+#endif
+
 /* An op's parameters, parsed from its spec ("gaussian:1.5"). */
 typedef struct sp_op_params {
     double sigma; /* gaussian: the standard deviation in pixels */

@@ -30,7 +30,7 @@ static size_t sobel_scratch(const sp_op_params *p, int64_t w, int64_t h) {
 /* One output row from three input rows of one channel. The smoothing and the differences are
  * exact in int16 (|s| <= 1020, |gx| <= 1020, |gy| <= 1020), which the compiler runs eight
  * pixels at a time; only the magnitude goes through float. */
-static void sobel_row(const uint8_t *restrict a, const uint8_t *restrict b,
+SP_OPS_SIMD static void sobel_row(const uint8_t *restrict a, const uint8_t *restrict b,
                       const uint8_t *restrict c, int16_t *restrict s, int16_t *restrict d,
                       float *restrict out, int64_t w) {
     for (int64_t x = 0; x < w + 2; x++) {
@@ -44,6 +44,16 @@ static void sobel_row(const uint8_t *restrict a, const uint8_t *restrict b,
     }
 }
 
+/* One interleaved RGB row into three planes. */
+SP_OPS_SIMD static void split_row(const uint8_t *restrict in, uint8_t *restrict r0,
+                                  uint8_t *restrict g0, uint8_t *restrict b0, int64_t n) {
+    for (int64_t x = 0; x < n; x++) {
+        r0[x] = in[3 * x];
+        g0[x] = in[3 * x + 1];
+        b0[x] = in[3 * x + 2];
+    }
+}
+
 static sp_status sobel_cpu(const sp_op_params *p, const sp_op_block *b) {
     (void)p;
     int64_t pw = b->width + 2, ph = b->height + 2;
@@ -52,13 +62,7 @@ static sp_status sobel_cpu(const sp_op_params *p, const sp_op_block *b) {
     uint8_t *r = planes, *g = r + pw * ph, *bl = g + pw * ph;
     const uint8_t *src = b->src - b->src_stride - 3;
     for (int64_t y = 0; y < ph; y++) {
-        const uint8_t *restrict in = src + y * b->src_stride;
-        uint8_t *restrict r0 = r + y * pw, *restrict g0 = g + y * pw, *restrict b0 = bl + y * pw;
-        for (int64_t x = 0; x < pw; x++) {
-            r0[x] = in[3 * x];
-            g0[x] = in[3 * x + 1];
-            b0[x] = in[3 * x + 2];
-        }
+        split_row(src + y * b->src_stride, r + y * pw, g + y * pw, bl + y * pw, pw);
     }
     for (int c = 0; c < 3; c++) {
         const uint8_t *plane = planes + c * pw * ph;

@@ -1,12 +1,12 @@
 /* durable_renames.h — renames of written temporary files into place, each only after its bytes
- * are on stable storage, flushed in batches by a background thread.
+ * are on stable storage, by a background flusher thread.
  *
  * A writer writes a file under a temporary name in its final folder and hands both names over.
- * When a batch is full it is queued for the flusher thread, which makes the file system durable
- * once (syncfs) and then renames the batch's files, so a final name never shows bytes that a power
- * cut could lose. Writers go on encoding while the disk catches up; they wait only when more
- * batches are queued than the bound below, which keeps the unflushed data bounded. The first
- * failure sticks: later hand-overs and the drain report it, and files not yet renamed are removed.
+ * The flusher makes the file system durable (syncfs) and then renames every file that was handed
+ * over before that flush began, so a final name never shows bytes that a power cut could lose.
+ * Writers go on encoding while the disk catches up; they wait only when very many files are
+ * waiting. The first failure sticks: later hand-overs and the drain report it, and files not
+ * renamed are removed.
  */
 #ifndef SP_ZARR_DURABLE_RENAMES_H
 #define SP_ZARR_DURABLE_RENAMES_H
