@@ -22,7 +22,16 @@
 /* Loops that compilers vectorise get an AVX2 copy beside the baseline x86-64 one, picked when the
  * program loads (function multiversioning). Both copies do the same integer and IEEE float
  * operations (no FMA: ops build with -ffp-contract=off), so their results are identical. */
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SP_OPS_NO_CLONES /* its runtime is not up yet when the clones' resolvers run */
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define SP_OPS_NO_CLONES
+#endif
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(SP_OPS_NO_CLONES)
 #define SP_OPS_SIMD __attribute__((target_clones("avx2", "default")))
 #else
 #define SP_OPS_SIMD
