@@ -88,6 +88,19 @@ static void remove_tree(const char *dir) {
     rmdir(dir);
 }
 
+/* A fresh folder and renames for it, or NULL (a failed check) with *root NULL. */
+static sp_durable_renames *open_fresh(char **root) {
+    *root = make_root();
+    sp_durable_renames *r = NULL;
+    sp_err e = {0};
+    CHECK(*root != NULL && sp_durable_renames_create(*root, &r, &e) == SP_OK);
+    if (r == NULL) {
+        free(*root);
+        *root = NULL;
+    }
+    return r;
+}
+
 typedef struct writer_arg {
     sp_durable_renames *r;
     const char *root;
@@ -111,14 +124,12 @@ static void *writer(void *p) {
 }
 
 static void test_many_writers(void) {
-    char *root = make_root();
-    CHECK(root != NULL);
-    if (root == NULL) {
+    char *root;
+    sp_durable_renames *r = open_fresh(&root);
+    if (r == NULL) {
         return;
     }
-    sp_durable_renames *r = NULL;
     sp_err e = {0};
-    CHECK_EQ_INT(sp_durable_renames_create(root, &r, &e), SP_OK);
     pthread_t th[WRITERS];
     writer_arg args[WRITERS];
     for (int i = 0; i < WRITERS; i++) {
@@ -149,16 +160,13 @@ static void test_many_writers(void) {
 
 /* Final names in a folder that is gone by flush time: the rename fails. */
 static void test_failure_sticks(void) {
-    char *root = make_root();
-    char *gone = root ? sp_strdup_printf("%s/gone", root) : NULL;
-    CHECK(gone != NULL);
-    if (gone == NULL) {
-        free(root);
+    char *root;
+    sp_durable_renames *r = open_fresh(&root);
+    if (r == NULL) {
         return;
     }
-    sp_durable_renames *r = NULL;
+    char *gone = sp_strdup_printf("%s/gone", root);
     sp_err e = {0};
-    CHECK_EQ_INT(sp_durable_renames_create(root, &r, &e), SP_OK);
     char *tmp = write_tmp(root, "x");
     char *full = sp_strdup_printf("%s/x", gone);
     CHECK_EQ_INT(sp_durable_renames_add(r, tmp, full, &e), SP_OK);
@@ -177,14 +185,12 @@ static void test_failure_sticks(void) {
 }
 
 static void test_destroy_discards(void) {
-    char *root = make_root();
-    CHECK(root != NULL);
-    if (root == NULL) {
+    char *root;
+    sp_durable_renames *r = open_fresh(&root);
+    if (r == NULL) {
         return;
     }
-    sp_durable_renames *r = NULL;
     sp_err e = {0};
-    CHECK_EQ_INT(sp_durable_renames_create(root, &r, &e), SP_OK);
     char *tmp = write_tmp(root, "z");
     char *full = sp_strdup_printf("%s/z", root);
     CHECK_EQ_INT(sp_durable_renames_add(r, tmp, full, &e), SP_OK);
