@@ -117,7 +117,7 @@ fi
 # ---- checks ----------------------------------------------------------------------------------
 if has checks; then
     step "test_cuda" 180 "$pack/bin/test_cuda"
-    step "pytest test_gpu.py" 300 env SLIDEPIPE_BIN="$sp" $py -m pytest -q -rs -p no:cacheprovider \
+    step "pytest test_gpu.py" 300 env SLIDEPIPE_BIN="$sp" $py -m pytest -q -rsP -p no:cacheprovider \
         tests/cli/test_gpu.py
     if [ -n "$sanitizer" ]; then
         small=$SP_TESTDATA/aperio/CMU-1-Small-Region.svs

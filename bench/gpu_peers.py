@@ -426,8 +426,9 @@ def cmd_report(args, be: Backend) -> dict:
     row("2 jpeg.tif regions -> GPU", jpeg_ours, _load(d, "jpeg_cucim"),
         "cuCIM read_region(device='cuda'), batched", unit="gps")
     if jpeg_ours and "nvjpeg_tiles" in jpeg_ours:
-        checks["jpeg path"] = (f"{jpeg_ours['nvjpeg_tiles']} tiles decoded by nvJPEG, "
-                               f"{jpeg_ours['cpu_tiles']} on the CPU")
+        checks["jpeg path"] = (f"{jpeg_ours['nvjpeg_regions']} regions ({jpeg_ours['nvjpeg_tiles']}"
+                               f" tiles) through nvJPEG, {jpeg_ours['cpu_regions']} on the CPU "
+                               f"path; last reason: {jpeg_ours.get('last_fallback') or '-'}")
     # 3. read -> Sobel -> Zarr
     so, sc = _load(d, "sobel_ours"), _load(d, "sobel_cpu")
     # the CuPy peer's own median (its Python start, imports and warm-up left out), with the

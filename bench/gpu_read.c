@@ -7,6 +7,8 @@
  *   regions  the regions of a list file ("x y w h" per line, level-0 origin, as the Python peers
  *            read them), threads taking the next region from a shared counter, each region into
  *            the thread's own device buffer (comparison 2).
+ * The JSON also says how JPEG tiles were decoded (sp_cuda_get_decode_stats: regions and tiles
+ * through nvJPEG, regions on the CPU path, the last reason for the CPU path).
  * The first repetition is a warm-up (contexts, pinned staging, the page cache) and is reported
  * but left out of the median. Errors print one line on stderr and exit 1.
  * usage: gpu_read SLIDE whole|regions [--level L] [--list FILE] [--threads T] [--device cuda|cpu]
@@ -296,7 +298,19 @@ int main(int argc, char **argv) {
         for (int r = 0; r < repeat; r++) {
             printf("%s%.6f", r ? ", " : "", times[r]);
         }
-        printf("]}\n");
+        sp_cuda_decode_stats ds;
+        sp_cuda_get_decode_stats(&ds);
+        printf("], \"nvjpeg_regions\": %llu, \"nvjpeg_tiles\": %llu, \"cpu_regions\": %llu, "
+               "\"last_fallback\": \"",
+               (unsigned long long)ds.nvjpeg_regions, (unsigned long long)ds.nvjpeg_tiles,
+               (unsigned long long)ds.cpu_regions);
+        for (const char *p = ds.last_fallback; *p; p++) { /* a JSON string: escape the few */
+            if (*p == '"' || *p == '\\') {
+                putchar('\\');
+            }
+            putchar((unsigned char)*p >= 0x20 ? *p : ' ');
+        }
+        printf("\"}\n");
         free(sorted);
     }
     if (j.whole && j.whole_dst != NULL) {
