@@ -6,8 +6,7 @@
 # time limit so that one hang cannot cost the table:
 #   setup   wheels into /tmp/site (the device README's pip line), library paths, nvidia-smi and
 #           `slidepipe gpu`
-#   checks  test_cuda; tests/cli/test_gpu.py (GPU == CPU parity); compute-sanitizer memcheck over
-#           test_cuda, one `process --device cuda` and one `spectrum --device cuda`
+#   checks  test_cuda; tests/cli/test_gpu.py (GPU == CPU parity)
 #   inputs  SIDE² (default 16384) slides made here, on the device: jpeg.tif by `slidepipe synth`
 #           (256² JPEG tiles, pyramidal), raw.tif (512² uncompressed tiles) from its level 0 by
 #           `slidepipe region` + tifffile; a list of COUNT random REGION² regions
@@ -18,16 +17,18 @@
 #           3 raw.tif -> Sobel -> Zarr, tile-wise on the GPU, vs CuPy whole-image (peak GPU
 #             memory of both) and vs our CPU engine
 #           4 spectra of raw.tif vs PyTorch (unfold, fft2, histc): times and statistics
-#   report  the table (last lines of the output) and $OUT/bench_gpu.json
+#   report  the table and $OUT/bench_gpu.json
+#   memcheck  compute-sanitizer memcheck over test_cuda and one `region` (JPEG, nvJPEG),
+#           `process` and `spectrum` with --device cuda; then the table again, to end the output
 # Everything is written under $OUT (the device tool brings back $OUT/bench_gpu.log and
 # $OUT/bench_gpu.json); elsewhere OUT defaults to ./bench-gpu-out. Whole run: about 6 to 8 min
 # on an H100 with SIDE=16384.
-#   usage: bench/bench_gpu.sh [setup,checks,inputs,bench,report]   (default: all of them)
-#   env:   SIDE (16384), REGION (512), COUNT (2000), REPEAT (3), THREADS (all cores),
+#   usage: bench/bench_gpu.sh [setup,checks,inputs,bench,report,memcheck]  (default: all of them)
+#   env:   SIDE (16384), REGION (512), COUNT (2000), REPEAT (3), THREADS (all cores), BUDGET (560 s),
 #          PACK (.devpack), KEEP_GOING=0 to stop when a check failed
 set -uo pipefail
 
-steps=${1:-setup,checks,inputs,bench,report}
+steps=${1:-setup,checks,inputs,bench,report,memcheck}
 repo=$(pwd)
 pack=${PACK:-$repo/.devpack}
 out=${OUT:-$repo/bench-gpu-out}
@@ -46,9 +47,18 @@ export PYTHONUNBUFFERED=1
 failed=()
 die() { echo "bench_gpu: $*"; exit 1; }
 has() { [[ ",$steps," == *",$1,"* ]]; }
-step() { # NAME SECONDS CMD... : run under a time limit, record a failure, go on
+budget=${BUDGET:-560}
+step() { # NAME SECONDS CMD... : run under a time limit (capped by what is left of the budget),
+    # record a failure, go on
     local name=$1 limit=$2
     shift 2
+    local left=$((budget - SECONDS))
+    if [ "$left" -lt 15 ]; then
+        echo "=== $name: skipped, the time budget (BUDGET=$budget s) is spent" >&2
+        failed+=("$name (no time left)")
+        return 124
+    fi
+    [ "$limit" -le "$left" ] || limit=$left
     echo "=== $name ($(date -u +%T), limit ${limit}s)" >&2
     local t0=$SECONDS
     timeout --kill-after=10 "$limit" "$@"
@@ -101,7 +111,7 @@ for base in site.getsitepackages() + [site.getusersitepackages()]:
 print(":".join(dirs))
 EOF
 )
-export LD_LIBRARY_PATH=${extra:+$extra:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:${extra:+$extra:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
     /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
 if has setup; then
@@ -119,24 +129,6 @@ if has checks; then
     step "test_cuda" 180 "$pack/bin/test_cuda"
     step "pytest test_gpu.py" 300 env SLIDEPIPE_BIN="$sp" $py -m pytest -q -rsP -p no:cacheprovider \
         tests/cli/test_gpu.py
-    if [ -n "$sanitizer" ]; then
-        small=$SP_TESTDATA/aperio/CMU-1-Small-Region.svs
-        ms=("$sanitizer" --tool memcheck --leak-check full --error-exitcode 9)
-        lib=$pack/lib
-        step "memcheck test_cuda" 420 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" "${ms[@]}" \
-            "$pack/libexec/test_cuda"
-        rm -rf "$work/memcheck.zarr"
-        step "memcheck process --device cuda" 240 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" \
-            "${ms[@]}" "$pack/libexec/slidepipe" process "$small" "$work/memcheck.zarr" --op sobel \
-            --chunk 512 --threads 2 --device cuda
-        step "memcheck spectrum --device cuda" 240 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" \
-            "${ms[@]}" "$pack/libexec/slidepipe" spectrum "$small" --device cuda --threads 2
-        step "memcheck region --device cuda (JPEG)" 240 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" \
-            "${ms[@]}" "$pack/libexec/slidepipe" region "$small" --level 0 --x 100 --y 100 \
-            --width 1500 --height 1200 -o "$work/memcheck.rgba" --device cuda
-    else
-        failed+=("compute-sanitizer not found")
-    fi
     if [ ${#failed[@]} -gt 0 ] && [ "${KEEP_GOING:-1}" != 1 ]; then
         echo "bench_gpu: checks failed: ${failed[*]}"
         exit 1
@@ -196,12 +188,40 @@ if has bench; then
 fi
 
 # ---- report ----------------------------------------------------------------------------------
-if has report; then
+report() {
     echo "=== report ($(date -u +%T))"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     echo "SIDE=$side REGION=$region COUNT=$count REPEAT=$repeat THREADS=$threads (median of the runs after the first)"
     $peers report "$res" --json "$out/bench_gpu.json" || failed+=("report")
+}
+has report && report
+
+# ---- memcheck --------------------------------------------------------------------------------
+# Last, because compute-sanitizer's slowdown is the least predictable part: each run gets what is
+# left of the BUDGET (seconds since the start; default 560 of the device tool's 600), and the
+# table is printed again after it so that it ends the output.
+if has memcheck; then
+    if [ -n "$sanitizer" ]; then
+        small=$SP_TESTDATA/aperio/CMU-1-Small-Region.svs
+        ms=("$sanitizer" --tool memcheck --error-exitcode 9)
+        lib=$pack/lib
+        step "memcheck region --device cuda (JPEG, nvJPEG)" 120 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" \
+            "${ms[@]}" "$pack/libexec/slidepipe" region "$small" --level 0 --x 100 --y 100 \
+            --width 1500 --height 1200 -o "$work/memcheck.rgba" --device cuda
+        rm -rf "$work/memcheck.zarr"
+        step "memcheck process --device cuda" 120 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" \
+            "${ms[@]}" "$pack/libexec/slidepipe" process "$small" "$work/memcheck.zarr" --op sobel \
+            --chunk 512 --threads 2 --device cuda
+        step "memcheck spectrum --device cuda" 120 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" \
+            "${ms[@]}" "$pack/libexec/slidepipe" spectrum "$small" --device cuda --threads 2
+        step "memcheck test_cuda" 240 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" "${ms[@]}" \
+            "$pack/libexec/test_cuda"
+    else
+        failed+=("compute-sanitizer not found")
+    fi
+    has report && report
 fi
+
 if [ ${#failed[@]} -gt 0 ]; then
     printf 'bench_gpu: FAILED: %s\n' "${failed[@]}"
     exit 1
