@@ -419,6 +419,9 @@ def cmd_report(args, be: Backend) -> dict:
     raw_ours = _load(d, "raw_ours")
     row("1 raw.tif level 0 -> one GPU array", raw_ours, _load(d, "raw_peer"),
         "tifffile.imread + cupy.asarray", unit="gps")
+    if raw_ours and "direct_regions" in raw_ours:
+        checks["raw path"] = (f"{raw_ours['direct_regions']} stripes copied directly, "
+                              f"{raw_ours['cpu_regions']} on the CPU path")
     # 2. JPEG regions into GPU memory
     jpeg_ours = _load(d, "jpeg_ours")
     row("2 jpeg.tif regions -> GPU", jpeg_ours, _load(d, "jpeg_cpu"),

@@ -7,8 +7,9 @@
  *   regions  the regions of a list file ("x y w h" per line, level-0 origin, as the Python peers
  *            read them), threads taking the next region from a shared counter, each region into
  *            the thread's own device buffer (comparison 2).
- * The JSON also says how JPEG tiles were decoded (sp_cuda_get_decode_stats: regions and tiles
- * through nvJPEG, regions on the CPU path, the last reason for the CPU path).
+ * The JSON also says which read paths were taken (sp_cuda_get_decode_stats: regions and tiles
+ * through nvJPEG, regions copied directly from uncompressed tiles, regions on the CPU path, the
+ * last reason for the CPU path).
  * The first repetition is a warm-up (contexts, pinned staging, the page cache) and is reported
  * but left out of the median. Errors print one line on stderr and exit 1.
  * usage: gpu_read SLIDE whole|regions [--level L] [--list FILE] [--threads T] [--device cuda|cpu]
@@ -61,8 +62,7 @@ static double now(void) {
 static void fail_job(job *j, const char *what, sp_status st, const char *why) {
     pthread_mutex_lock(&j->error_lock);
     if (!atomic_load(&j->failed)) {
-        snprintf(j->error, sizeof j->error, "%s: %s (%s)", what, sp_status_str(st),
-                 why ? why : "");
+        snprintf(j->error, sizeof j->error, "%s: %s (%s)", what, sp_status_str(st), why ? why : "");
     }
     atomic_store(&j->failed, 1);
     pthread_mutex_unlock(&j->error_lock);
@@ -72,8 +72,8 @@ static sp_status read_one(worker *w, void *dst, int64_t stride, int64_t x, int64
                           int64_t rh) {
     job *j = w->job;
     if (j->cuda) {
-        return sp_cuda_read_region(w->ctx, j->slide, SP_PIXEL_RGB8, dst, stride, j->level, x, y,
-                                   rw, rh);
+        return sp_cuda_read_region(w->ctx, j->slide, SP_PIXEL_RGB8, dst, stride, j->level, x, y, rw,
+                                   rh);
     }
     return sp_slide_read_region(j->slide, SP_PIXEL_RGB8, dst, stride, j->level, x, y, rw, rh);
 }
@@ -110,8 +110,8 @@ static void *run_worker(void *arg) {
         if (r1 > r0) {
             int64_t stride = j->level_w * 3;
             int64_t y0 = level0_row(j->slide, j->level, r0);
-            sp_status st = read_one(w, j->whole_dst + r0 * stride, stride, 0, y0, j->level_w,
-                                    r1 - r0);
+            sp_status st =
+                read_one(w, j->whole_dst + r0 * stride, stride, 0, y0, j->level_w, r1 - r0);
             if (st != SP_OK) {
                 fail_job(j, "reading a stripe", st, why_failed(w));
             }
@@ -234,11 +234,10 @@ int main(int argc, char **argv) {
         }
         if (!j.whole) {
             ws[t].buffer = NULL;
-            sp_status st = j.cuda ? sp_cuda_alloc(ws[t].ctx, (size_t)j.max_region_bytes,
-                                                  &ws[t].buffer)
-                                  : ((ws[t].buffer = malloc((size_t)j.max_region_bytes)) != NULL
-                                         ? SP_OK
-                                         : SP_E_NOMEM);
+            sp_status st =
+                j.cuda ? sp_cuda_alloc(ws[t].ctx, (size_t)j.max_region_bytes, &ws[t].buffer)
+                       : ((ws[t].buffer = malloc((size_t)j.max_region_bytes)) != NULL ? SP_OK
+                                                                                      : SP_E_NOMEM);
             if (st != SP_OK) {
                 rc = die("cannot allocate a region buffer");
             }
@@ -300,10 +299,10 @@ int main(int argc, char **argv) {
         }
         sp_cuda_decode_stats ds;
         sp_cuda_get_decode_stats(&ds);
-        printf("], \"nvjpeg_regions\": %llu, \"nvjpeg_tiles\": %llu, \"cpu_regions\": %llu, "
-               "\"last_fallback\": \"",
+        printf("], \"nvjpeg_regions\": %llu, \"nvjpeg_tiles\": %llu, \"direct_regions\": %llu, "
+               "\"cpu_regions\": %llu, \"last_fallback\": \"",
                (unsigned long long)ds.nvjpeg_regions, (unsigned long long)ds.nvjpeg_tiles,
-               (unsigned long long)ds.cpu_regions);
+               (unsigned long long)ds.direct_regions, (unsigned long long)ds.cpu_regions);
         for (const char *p = ds.last_fallback; *p; p++) { /* a JSON string: escape the few */
             if (*p == '"' || *p == '\\') {
                 putchar('\\');

@@ -4,6 +4,7 @@
 #define SP_CUDA_CUDA_INTERNAL_H
 
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,8 +47,23 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
                               uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
                               int64_t w, int64_t h);
 
-/* Count a region read on the CPU path (for sp_cuda_get_decode_stats). */
+/* Read a region of an uncompressed RGB TIFF level into device memory as RGB8 (cuda_raw_tiles.c):
+ * the rows of each tile the region needs are read straight into pinned staging and copied to the
+ * destination with 2-D copies, no pixel touched on the CPU. Same contract as
+ * sp_cuda_nvjpeg_read (SP_OK, or fall back to the CPU path). */
+sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                           uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
+                           int64_t w, int64_t h);
+
+/* Whether sp_cuda_raw_read takes regions of this level (in some pixel format). */
+bool sp_cuda_raw_level(const sp_slide *slide, int32_t level);
+
+/* Count a region read on the CPU path / through sp_cuda_raw_read (sp_cuda_get_decode_stats). */
 void sp_cuda_nvjpeg_count_cpu_region(void);
+void sp_cuda_count_direct_region(void);
+
+/* Keep why the last region went to the CPU path (printf-style); returns SP_E_UNSUPPORTED. */
+sp_status sp_cuda_note_fallback(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Free the context's nvJPEG decoder, if any (the context's device must be current). */
 void sp_cuda_nvjpeg_destroy(sp_cuda_context *ctx);

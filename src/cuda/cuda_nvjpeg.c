@@ -118,14 +118,18 @@ static void load_api(void) {
     API_OK = 1;
 }
 
-/* ---- what the path did, for sp_cuda_get_decode_stats --------------------------------------- */
+/* ---- what the read paths did, for sp_cuda_get_decode_stats ---------------------------------- */
 
-static atomic_uint_least64_t NVJPEG_REGIONS, NVJPEG_TILES, CPU_REGIONS;
+static atomic_uint_least64_t NVJPEG_REGIONS, NVJPEG_TILES, DIRECT_REGIONS, CPU_REGIONS;
 static pthread_mutex_t WHY_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static char LAST_FALLBACK[200];
 
 void sp_cuda_nvjpeg_count_cpu_region(void) {
     atomic_fetch_add(&CPU_REGIONS, 1);
+}
+
+void sp_cuda_count_direct_region(void) {
+    atomic_fetch_add(&DIRECT_REGIONS, 1);
 }
 
 void sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
@@ -134,15 +138,14 @@ void sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
     }
     out->nvjpeg_regions = atomic_load(&NVJPEG_REGIONS);
     out->nvjpeg_tiles = atomic_load(&NVJPEG_TILES);
+    out->direct_regions = atomic_load(&DIRECT_REGIONS);
     out->cpu_regions = atomic_load(&CPU_REGIONS);
     pthread_mutex_lock(&WHY_LOCK);
     snprintf(out->last_fallback, sizeof out->last_fallback, "%s", LAST_FALLBACK);
     pthread_mutex_unlock(&WHY_LOCK);
 }
 
-/* Note why a region goes to the CPU path; returns SP_E_UNSUPPORTED for the caller to return. */
-static sp_status fall_back(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static sp_status fall_back(const char *fmt, ...) {
+sp_status sp_cuda_note_fallback(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     pthread_mutex_lock(&WHY_LOCK);
@@ -162,8 +165,8 @@ struct sp_nvjpeg {
     nvjpeg_handle_t handle;
     nvjpeg_state_t state;
     nvjpeg_stream_t parsed;
-    int hardware;    /* the handle uses the hardware decoder */
-    int batch_size;  /* what the state was initialised for (0: not yet, or reset) */
+    int hardware;   /* the handle uses the hardware decoder */
+    int batch_size; /* what the state was initialised for (0: not yet, or reset) */
     uint8_t *scratch;
     size_t scratch_bytes;
     char failed[200]; /* why this context cannot use nvJPEG ("" while it can) */
@@ -211,12 +214,11 @@ static sp_nvjpeg *decoder(sp_cuda_context *ctx, int allow_hardware) {
             snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStateCreate failed (status %d)", s);
         } else if ((s = API.stream_create(nv->handle, &nv->parsed)) != NVJPEG_OK) {
             nv->parsed = NULL;
-            snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStreamCreate failed (status %d)",
-                     s);
+            snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStreamCreate failed (status %d)", s);
         }
     }
     if (ctx->nvjpeg->failed[0] != '\0') {
-        fall_back("%s", ctx->nvjpeg->failed);
+        sp_cuda_note_fallback("%s", ctx->nvjpeg->failed);
         return NULL;
     }
     return ctx->nvjpeg;
@@ -237,8 +239,8 @@ static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_jo
     const sp_tiff_dir *d = jl->dir;
     int s = API.stream_parse(nv->handle, t->stream, t->len, 0, 0, nv->parsed);
     if (s != NVJPEG_OK) {
-        return fall_back("nvJPEG cannot parse tile (%lld, %lld) (status %d)", (long long)t->col,
-                         (long long)t->row, s);
+        return sp_cuda_note_fallback("nvJPEG cannot parse tile (%lld, %lld) (status %d)",
+                                     (long long)t->col, (long long)t->row, s);
     }
     int encoding = 0;
     unsigned fw = 0, fh = 0, comps = 0, precision = 0, w[3] = {0}, h[3] = {0};
@@ -246,24 +248,25 @@ static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_jo
         API.get_frame_dimensions(nv->parsed, &fw, &fh) != NVJPEG_OK ||
         API.get_components(nv->parsed, &comps) != NVJPEG_OK ||
         API.get_precision(nv->parsed, &precision) != NVJPEG_OK) {
-        return fall_back("nvJPEG cannot describe tile (%lld, %lld)", (long long)t->col,
-                         (long long)t->row);
+        return sp_cuda_note_fallback("nvJPEG cannot describe tile (%lld, %lld)", (long long)t->col,
+                                     (long long)t->row);
     }
     if (encoding != NVJPEG_ENCODING_BASELINE_DCT || precision != 8 || comps != 3) {
-        return fall_back("tile (%lld, %lld): encoding 0x%x, %u bits, %u components (baseline "
-                         "8-bit 3-component JPEG is decoded on the GPU)",
-                         (long long)t->col, (long long)t->row, (unsigned)encoding, precision,
-                         comps);
+        return sp_cuda_note_fallback(
+            "tile (%lld, %lld): encoding 0x%x, %u bits, %u components (baseline "
+            "8-bit 3-component JPEG is decoded on the GPU)",
+            (long long)t->col, (long long)t->row, (unsigned)encoding, precision, comps);
     }
     if (fw != d->chunk_width || fh != d->chunk_height) {
-        return fall_back("tile (%lld, %lld): a %ux%u frame in a %llux%llu tile",
-                         (long long)t->col, (long long)t->row, fw, fh,
-                         (unsigned long long)d->chunk_width, (unsigned long long)d->chunk_height);
+        return sp_cuda_note_fallback("tile (%lld, %lld): a %ux%u frame in a %llux%llu tile",
+                                     (long long)t->col, (long long)t->row, fw, fh,
+                                     (unsigned long long)d->chunk_width,
+                                     (unsigned long long)d->chunk_height);
     }
     for (unsigned c = 0; c < 3; c++) {
         if (API.get_component_dimensions(nv->parsed, c, &w[c], &h[c]) != NVJPEG_OK) {
-            return fall_back("nvJPEG cannot describe tile (%lld, %lld)'s components",
-                             (long long)t->col, (long long)t->row);
+            return sp_cuda_note_fallback("nvJPEG cannot describe tile (%lld, %lld)'s components",
+                                         (long long)t->col, (long long)t->row);
         }
     }
     int hf = w[1] == fw ? 1 : w[1] == (fw + 1) / 2 ? 2 : 0;
@@ -272,16 +275,18 @@ static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_jo
      * upsampling applies); component 0 full size, components 1 and 2 alike */
     if (w[0] != fw || h[0] != fh || w[2] != w[1] || h[2] != h[1] || hf == 0 || vf == 0 ||
         (hf == 1 && vf == 2) || (hf == 2 && w[1] <= 2)) {
-        return fall_back("tile (%lld, %lld): component sizes %ux%u, %ux%u, %ux%u not handled on "
-                         "the GPU",
-                         (long long)t->col, (long long)t->row, w[0], h[0], w[1], h[1], w[2], h[2]);
+        return sp_cuda_note_fallback(
+            "tile (%lld, %lld): component sizes %ux%u, %ux%u, %ux%u not handled on "
+            "the GPU",
+            (long long)t->col, (long long)t->row, w[0], h[0], w[1], h[1], w[2], h[2]);
     }
     if (nv->hardware) {
         int unsupported = 1;
         s = API.batched_supported(nv->handle, nv->parsed, &unsupported);
         if (s != NVJPEG_OK || unsupported != 0) { /* 0 means the hardware decodes it */
-            return fall_back("tile (%lld, %lld): not decodable by the hardware JPEG decoder",
-                             (long long)t->col, (long long)t->row);
+            return sp_cuda_note_fallback(
+                "tile (%lld, %lld): not decodable by the hardware JPEG decoder", (long long)t->col,
+                (long long)t->row);
         }
     }
     t->planes.width = (int)fw;
@@ -297,8 +302,8 @@ static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_jo
 /* Decode the tiles of one batch into the scratch and paint their parts into the region.
  * SP_E_UNSUPPORTED: a tile this path does not take; SP_E_IO: nvJPEG or CUDA failed. */
 static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl,
-                           tile_job *tiles, int n, size_t slot_bytes, uint8_t *dst,
-                           int64_t stride, int bpp, int64_t lx, int64_t ly) {
+                           tile_job *tiles, int n, size_t slot_bytes, uint8_t *dst, int64_t stride,
+                           int bpp, int64_t lx, int64_t ly) {
     const sp_tiff_dir *d = jl->dir;
     const unsigned char *data[BATCH_MAX];
     size_t lengths[BATCH_MAX];
@@ -309,11 +314,11 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
         tile_job *t = &tiles[i];
         sp_status st = sp_tiff_jpeg_tile_stream(jl, t->col, t->row, &t->stream, &t->len, &err);
         if (st != SP_OK) {
-            return fall_back("%s", err.msg);
+            return sp_cuda_note_fallback("%s", err.msg);
         }
         if (t->stream == NULL) {
-            return fall_back("tile (%lld, %lld) is missing", (long long)t->col,
-                             (long long)t->row);
+            return sp_cuda_note_fallback("tile (%lld, %lld) is missing", (long long)t->col,
+                                         (long long)t->row);
         }
         st = check_tile(nv, jl, t);
         if (st != SP_OK) {
@@ -335,7 +340,7 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
         nv->batch_size = 0;
         s = API.batched_initialize(nv->handle, nv->state, n, 1, NVJPEG_OUTPUT_YUV);
         if (s != NVJPEG_OK) {
-            fall_back("nvjpegDecodeBatchedInitialize failed (status %d)", s);
+            sp_cuda_note_fallback("nvjpegDecodeBatchedInitialize failed (status %d)", s);
             return SP_E_IO;
         }
         nv->batch_size = n;
@@ -343,7 +348,7 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
     s = API.decode_batched(nv->handle, nv->state, data, lengths, images, ctx->stream);
     if (s != NVJPEG_OK) {
         nv->batch_size = 0; /* re-initialise before the next batch */
-        fall_back("nvjpegDecodeBatched failed (status %d)", s);
+        sp_cuda_note_fallback("nvjpegDecodeBatched failed (status %d)", s);
         return SP_E_IO;
     }
     for (int i = 0; i < n; i++) {
@@ -354,15 +359,15 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
                                            (int)(t->cx1 - t->cx0), (int)(t->cy1 - t->cy0), out,
                                            stride, bpp, ctx->stream);
         if (e != 0) {
-            return fall_back("the JPEG planes kernel failed: %s",
-                             cudaGetErrorString((cudaError_t)e));
+            return sp_cuda_note_fallback("the JPEG planes kernel failed: %s",
+                                         cudaGetErrorString((cudaError_t)e));
         }
     }
     /* the streams are host memory that nvJPEG may still read: wait before they are freed */
     cudaError_t e = cudaStreamSynchronize(ctx->stream);
     if (e != cudaSuccess) {
         nv->batch_size = 0;
-        fall_back("nvJPEG decoding failed: %s", cudaGetErrorString(e));
+        sp_cuda_note_fallback("nvJPEG decoding failed: %s", cudaGetErrorString(e));
         return SP_E_IO;
     }
     return SP_OK;
@@ -386,19 +391,23 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
                               int64_t w, int64_t h) {
     int mode = nvjpeg_mode();
     if (mode == 0) {
-        return fall_back("nvJPEG disabled by SLIDEPIPE_NVJPEG=0");
+        return sp_cuda_note_fallback("nvJPEG disabled by SLIDEPIPE_NVJPEG=0");
     }
     sp_tiff_jpeg_level jl;
     if (!sp_tiff_jpeg_level_of(slide, level, &jl)) {
-        return fall_back("level %d is not a TIFF level of baseline RGB/YCbCr JPEG tiles",
-                         (int)level);
+        if (sp_cuda_raw_level(slide, level)) {
+            return SP_E_UNSUPPORTED; /* the direct path's level: it noted why it declined */
+        }
+        return sp_cuda_note_fallback("level %d's tiles are neither baseline RGB/YCbCr JPEG nor "
+                                     "uncompressed RGB in TIFF: decoded on the CPU",
+                                     (int)level);
     }
     if (sp_slide_error(slide) != NULL) {
-        return fall_back("the slide has a sticky error");
+        return sp_cuda_note_fallback("the slide has a sticky error");
     }
     pthread_once(&API_ONCE, load_api);
     if (!API_OK) {
-        return fall_back("%s", API_WHY);
+        return sp_cuda_note_fallback("%s", API_WHY);
     }
     int bpp = sp_pixel_format_bytes(format);
     const sp_level *l = &slide->levels[level];
@@ -407,14 +416,14 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
     if (!(fabs(lxd) < 9e15 && fabs(lyd) < 9e15) || d->chunk_width > 65536 ||
         d->chunk_height > 65536 || 3 * d->chunk_width * d->chunk_height > SCRATCH_MAX) {
-        return fall_back("region origin or tile size out of this path's range");
+        return sp_cuda_note_fallback("region origin or tile size out of this path's range");
     }
     int64_t lx = (int64_t)lxd, ly = (int64_t)lyd;
     int64_t x0 = lx > 0 ? lx : 0, y0 = ly > 0 ? ly : 0;
     int64_t x1 = lx + w < l->width ? lx + w : l->width;
     int64_t y1 = ly + h < l->height ? ly + h : l->height;
     if (x0 >= x1 || y0 >= y1) {
-        return fall_back("the region lies outside the level");
+        return sp_cuda_note_fallback("the region lies outside the level");
     }
     sp_nvjpeg *nv = decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
     if (nv == NULL) {
@@ -435,13 +444,14 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
         if (e != cudaSuccess) {
             nv->scratch = NULL;
             (void)cudaGetLastError();
-            return fall_back("cannot allocate the nvJPEG scratch: %s", cudaGetErrorString(e));
+            return sp_cuda_note_fallback("cannot allocate the nvJPEG scratch: %s",
+                                         cudaGetErrorString(e));
         }
         nv->scratch_bytes = (size_t)slots * slot_bytes;
     }
     tile_job *tiles = calloc((size_t)slots, sizeof *tiles);
     if (tiles == NULL) {
-        return fall_back("out of memory");
+        return sp_cuda_note_fallback("out of memory");
     }
     sp_status st = SP_OK;
     if (x0 > lx || y0 > ly || x1 < lx + w || y1 < ly + h) {
@@ -452,7 +462,8 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
         }
         int e = sp_cuda_launch_fill_pixels(dst, stride, w, h, bpp, empty, ctx->stream);
         if (e != 0) {
-            st = fall_back("the fill kernel failed: %s", cudaGetErrorString((cudaError_t)e));
+            st = sp_cuda_note_fallback("the fill kernel failed: %s",
+                                       cudaGetErrorString((cudaError_t)e));
         }
     }
     int64_t done = 0;

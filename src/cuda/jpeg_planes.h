@@ -9,12 +9,12 @@
 #include <stdint.h>
 
 typedef struct sp_jpeg_planes {
-    const uint8_t *plane[3]; /* device planes of components 0, 1, 2 */
-    int64_t pitch[3];        /* bytes between rows of each plane */
-    int width, height;       /* the image (component 0) */
+    const uint8_t *plane[3];         /* device planes of components 0, 1, 2 */
+    int64_t pitch[3];                /* bytes between rows of each plane */
+    int width, height;               /* the image (component 0) */
     int chroma_width, chroma_height; /* components 1 and 2 */
-    int h_factor, v_factor;  /* 1 or 2: chroma subsampling across and down (1x1, 2x1, 2x2) */
-    int ycbcr;               /* convert Y, Cb, Cr to RGB (JFIF); else the components are R, G, B */
+    int h_factor, v_factor; /* 1 or 2: chroma subsampling across and down (1x1, 2x1, 2x2) */
+    int ycbcr;              /* convert Y, Cb, Cr to RGB (JFIF); else the components are R, G, B */
 } sp_jpeg_planes;
 
 #ifdef __cplusplus

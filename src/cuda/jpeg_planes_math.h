@@ -26,7 +26,7 @@
 #endif
 
 /* libjpeg's FIX(x): x in 16.16 fixed point, rounded */
-#define SP_JPEG_FIX(x) ((int32_t)((x) * 65536.0 + 0.5))
+#define SP_JPEG_FIX(x) ((int32_t)((x)*65536.0 + 0.5))
 
 SP_JPEG_HD static inline int sp_jpeg_clamp_index(int i, int n) {
     return i < 0 ? 0 : i >= n ? n - 1 : i;

@@ -41,8 +41,8 @@ sp_status sp_tiff_jpeg_tile_stream(const sp_tiff_jpeg_level *l, int64_t col, int
     }
     uint8_t *tile = NULL;
     uint64_t n = 0;
-    sp_status st = sp_tiff_read_chunk(l->tiff, d, (uint64_t)row * d->chunks_across +
-                                                      (uint64_t)col, &tile, &n, err);
+    sp_status st = sp_tiff_read_chunk(l->tiff, d, (uint64_t)row * d->chunks_across + (uint64_t)col,
+                                      &tile, &n, err);
     if (st != SP_OK || tile == NULL) {
         return st;
     }

@@ -10,10 +10,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/level_coords.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_testing.h"
+#include "tiff/tiff.h"
+#include "tiff/tiff_write.h"
 #include "slidepipe.h"
 #include "unit.h"
 
@@ -148,6 +151,113 @@ static void test_device_reads(const char *data, int devices) {
     sp_cuda_context_destroy(ctx);
 }
 
+/* An uncompressed, tiled RGB TIFF (1000 x 700, 256² tiles, random pixels, tile (1, 1) missing):
+ * the kind of level sp_cuda_read_region copies straight from pinned reads. */
+static int write_raw_tiff(const char *path) {
+    enum { W = 1000, H = 700, T = 256 };
+    uint32_t width = W, height = H, tile = T;
+    uint16_t bits[3] = {8, 8, 8}, one = 1, rgb = SP_PHOTOMETRIC_RGB, spp = 3;
+    uint64_t across = (W + T - 1) / T, down = (H + T - 1) / T;
+    uint64_t offsets[16] = {0}, counts[16] = {0};
+    uint8_t *px = malloc((size_t)T * T * 3);
+    sp_err err = {0};
+    sp_tiff_writer *w = NULL;
+    int ok = px != NULL && sp_tiff_writer_create(path, false, &w, &err) == SP_OK;
+    unsigned seed = 77;
+    for (uint64_t i = 0; ok && i < across * down; i++) {
+        if (i == across + 1) {
+            continue; /* missing: offset and count 0 */
+        }
+        for (size_t k = 0; k < (size_t)T * T * 3; k++) {
+            seed = seed * 1103515245u + 12345u;
+            px[k] = (uint8_t)(seed >> 16);
+        }
+        counts[i] = (uint64_t)T * T * 3;
+        ok = sp_tiff_writer_append(w, px, (size_t)counts[i], &offsets[i], &err) == SP_OK;
+    }
+    sp_tiff_wtag tags[] = {
+        {SP_TAG_IMAGE_WIDTH, SP_TIFF_LONG, 1, &width},
+        {SP_TAG_IMAGE_LENGTH, SP_TIFF_LONG, 1, &height},
+        {SP_TAG_BITS_PER_SAMPLE, SP_TIFF_SHORT, 3, bits},
+        {SP_TAG_COMPRESSION, SP_TIFF_SHORT, 1, &one},
+        {SP_TAG_PHOTOMETRIC, SP_TIFF_SHORT, 1, &rgb},
+        {SP_TAG_SAMPLES_PER_PIXEL, SP_TIFF_SHORT, 1, &spp},
+        {SP_TAG_PLANAR_CONFIG, SP_TIFF_SHORT, 1, &one},
+        {SP_TAG_TILE_WIDTH, SP_TIFF_LONG, 1, &tile},
+        {SP_TAG_TILE_LENGTH, SP_TIFF_LONG, 1, &tile},
+    };
+    if (ok) {
+        ok = sp_tiff_writer_add_directory(w, tags, sizeof tags / sizeof tags[0],
+                                          SP_TAG_TILE_OFFSETS, SP_TAG_TILE_BYTE_COUNTS, offsets,
+                                          counts, across * down, &err) == SP_OK;
+    }
+    if (ok) {
+        ok = sp_tiff_writer_finish(w, &err) == SP_OK;
+    } else {
+        sp_tiff_writer_abort(w);
+    }
+    if (!ok) {
+        fprintf(stderr, "cannot write %s: %s\n", path, err.msg);
+    }
+    free(px);
+    return ok;
+}
+
+/* Uncompressed RGB tiles read as RGB8 skip the CPU: the same bytes, and counted as direct. */
+static void test_direct_reads(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/sp-test-cuda-raw-%d.tif", (int)getpid());
+    if (!write_raw_tiff(path)) {
+        CHECK(0);
+        return;
+    }
+    sp_cuda_context *ctx = NULL;
+    sp_slide *slide = NULL;
+    char err[300];
+    CHECK_EQ_INT(sp_cuda_context_create(-1, &ctx, err, sizeof err), SP_OK);
+    CHECK_EQ_INT(sp_slide_open(path, &slide, err, sizeof err), SP_OK);
+    if (ctx != NULL && slide != NULL) {
+        exact_pixels = 1;
+        sp_cuda_decode_stats before, after;
+        sp_cuda_get_decode_stats(&before);
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 0, 0, 200, 100, 50);     /* one tile */
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 100, 60, 900, 500, 50);  /* many */
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 700, 500, 500, 400, 50); /* past the edge */
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, -30, -20, 300, 200, 50); /* before it */
+        sp_cuda_get_decode_stats(&after);
+        CHECK_EQ_INT(after.direct_regions - before.direct_regions, 4);
+        /* the missing tile, and RGBA8: the CPU path, same bytes */
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 200, 200, 200, 200, 50);
+        compare_region(ctx, slide, SP_PIXEL_RGBA8, 0, 10, 10, 600, 400, 50);
+        sp_cuda_get_decode_stats(&before);
+        CHECK_EQ_INT(before.direct_regions, after.direct_regions);
+        CHECK_EQ_INT(before.cpu_regions - after.cpu_regions, 2);
+    }
+    sp_slide_close(slide);
+    sp_cuda_context_destroy(ctx);
+    remove(path);
+}
+
+/* The file above is a valid slide for the CPU reader (checked everywhere, GPU or not). */
+static void test_raw_tiff_helper(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/sp-test-cuda-raw-%d.tif", (int)getpid());
+    CHECK(write_raw_tiff(path));
+    sp_slide *slide = NULL;
+    char err[300];
+    CHECK_EQ_INT(sp_slide_open(path, &slide, err, sizeof err), SP_OK);
+    if (slide != NULL) {
+        int64_t w = 0, h = 0;
+        sp_slide_level_dimensions(slide, 0, &w, &h);
+        CHECK(w == 1000 && h == 700);
+        CHECK(strcmp(sp_slide_level_compression(slide, 0), "none") == 0);
+        uint8_t px[3 * 4];
+        CHECK_EQ_INT(sp_slide_read_region(slide, SP_PIXEL_RGB8, px, 12, 0, 300, 300, 4, 1), SP_OK);
+    }
+    sp_slide_close(slide);
+    remove(path);
+}
+
 /* Run one op on a random block (w x h outputs, chunk-sized buffers) on the CPU and the GPU. */
 static void compare_op(const char *spec, int64_t chunk, int64_t w, int64_t h, unsigned seed) {
     const sp_op *op = NULL;
@@ -213,6 +323,7 @@ static void test_ops_without_gpu(void) {
 
 void unit_run(void) {
     test_level0_coord();
+    test_raw_tiff_helper();
     char why[300];
     int devices = sp_cuda_device_count(why, sizeof why);
     if (devices == 0) {
@@ -221,6 +332,7 @@ void unit_run(void) {
         return;
     }
     test_ops_on_gpu();
+    test_direct_reads();
     const char *data = unit_testdata();
     if (data == NULL) {
         unit_skip("shared test data absent: device reads not tested");

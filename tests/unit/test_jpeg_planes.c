@@ -202,8 +202,8 @@ static void test_encoded_streams(void) {
         for (size_t z = 0; z < sizeof SIZES / sizeof SIZES[0]; z++) {
             for (int rgb = 0; rgb < 2; rgb++) {
                 size_t len = 0;
-                uint8_t *jpg = encode((unsigned)SIZES[z][0], (unsigned)SIZES[z][1],
-                                      SAMPLING[s][0], SAMPLING[s][1], rgb, &len);
+                uint8_t *jpg = encode((unsigned)SIZES[z][0], (unsigned)SIZES[z][1], SAMPLING[s][0],
+                                      SAMPLING[s][1], rgb, &len);
                 long bad = compare_stream(jpg, len, !rgb);
                 if (bad != 0) {
                     fprintf(stderr, "%dx%d sampling %dx%d %s: %ld pixels differ\n", SIZES[z][0],
@@ -254,12 +254,12 @@ static void test_slide(const char *path, int want_jpeg_level0) {
             CHECK(len > 4 && stream[0] == 0xFF && stream[1] == 0xD8);
             memset(ref, 0, tw * th * 4);
             memset(mine, 0, tw * th * 4);
-            CHECK_EQ_INT(slide->ops->read_tile(slide, &slide->levels[level], cols[i], rows[i],
-                                               ref, tw * 4, &err),
+            CHECK_EQ_INT(slide->ops->read_tile(slide, &slide->levels[level], cols[i], rows[i], ref,
+                                               tw * 4, &err),
                          SP_OK);
             CHECK_EQ_INT(sp_jpeg_decode_rgba(stream, len, NULL, 0,
-                                             jl.ycbcr ? SP_JPEG_SPACE_YCBCR : SP_JPEG_SPACE_RGB,
-                                             tw, th, mine, tw * 4, &err),
+                                             jl.ycbcr ? SP_JPEG_SPACE_YCBCR : SP_JPEG_SPACE_RGB, tw,
+                                             th, mine, tw * 4, &err),
                          SP_OK);
             CHECK(memcmp(ref, mine, tw * th * 4) == 0);
             /* and the GPU kernel's arithmetic from the same stream's planes */
@@ -269,9 +269,9 @@ static void test_slide(const char *path, int want_jpeg_level0) {
         uint8_t *stream = (uint8_t *)1;
         size_t len = 1;
         sp_err err = {0};
-        CHECK_EQ_INT(sp_tiff_jpeg_tile_stream(&jl, (int64_t)d->chunks_across, 0, &stream, &len,
-                                              &err),
-                     SP_E_INVALID_ARG);
+        CHECK_EQ_INT(
+            sp_tiff_jpeg_tile_stream(&jl, (int64_t)d->chunks_across, 0, &stream, &len, &err),
+            SP_E_INVALID_ARG);
         CHECK(stream == NULL && len == 0);
         CHECK_EQ_INT(sp_tiff_jpeg_tile_stream(&jl, 0, -1, &stream, &len, &err), SP_E_INVALID_ARG);
         free(ref);
@@ -291,9 +291,9 @@ void unit_run(void) {
         const char *rel;
         int jpeg;
     } SLIDES[] = {
-        {"aperio/CMU-1-Small-Region.svs", 1},                        /* RGB, JPEGTables */
+        {"aperio/CMU-1-Small-Region.svs", 1},                       /* RGB, JPEGTables */
         {"generic-tiff/tiff_tiled_ycbcr_jpeg_2x2_sampling.tif", 1}, /* YCbCr 4:2:0 */
-        {"aperio/tcga-cr-7395-01a-01-ts1.svs", 0},                   /* JPEG 2000 */
+        {"aperio/tcga-cr-7395-01a-01-ts1.svs", 0},                  /* JPEG 2000 */
         {"generic-tiff/yb10kx5k.zstd.tiff", 0},
     };
     for (size_t i = 0; i < sizeof SLIDES / sizeof SLIDES[0]; i++) {
