@@ -161,12 +161,23 @@ sp_status sp_cuda_note_fallback(const char *fmt, ...) {
 #define SCRATCH_MAX ((size_t)64 << 20)
 #define BATCH_MAX 256
 
+/* Decoder states kept per context, each initialised for one batch size: regions of one shape
+ * give batches of a few sizes (4, 6 or 9 tiles for 512² regions on 256² tiles), and
+ * re-initialising one state for every change of size would redo its set-up each time. */
+#define STATES 8
+
+typedef struct batch_state {
+    nvjpeg_state_t state;
+    int batch_size;     /* what it was initialised for (0: not yet, or reset after a failure) */
+    unsigned long used; /* when it was last used, for replacing the least recent */
+} batch_state;
+
 struct sp_nvjpeg {
     nvjpeg_handle_t handle;
-    nvjpeg_state_t state;
+    batch_state states[STATES];
+    unsigned long clock;
     nvjpeg_stream_t parsed;
-    int hardware;   /* the handle uses the hardware decoder */
-    int batch_size; /* what the state was initialised for (0: not yet, or reset) */
+    int hardware; /* the handle uses the hardware decoder */
     uint8_t *scratch;
     size_t scratch_bytes;
     char failed[200]; /* why this context cannot use nvJPEG ("" while it can) */
@@ -181,8 +192,10 @@ void sp_cuda_nvjpeg_destroy(sp_cuda_context *ctx) {
     if (nv->parsed != NULL) {
         API.stream_destroy(nv->parsed);
     }
-    if (nv->state != NULL) {
-        API.state_destroy(nv->state);
+    for (int i = 0; i < STATES; i++) {
+        if (nv->states[i].state != NULL) {
+            API.state_destroy(nv->states[i].state);
+        }
     }
     if (nv->handle != NULL) {
         API.destroy(nv->handle);
@@ -209,9 +222,6 @@ static sp_nvjpeg *decoder(sp_cuda_context *ctx, int allow_hardware) {
         if (s != NVJPEG_OK) {
             nv->handle = NULL;
             snprintf(nv->failed, sizeof nv->failed, "nvjpegCreateEx failed (status %d)", s);
-        } else if ((s = API.state_create(nv->handle, &nv->state)) != NVJPEG_OK) {
-            nv->state = NULL;
-            snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStateCreate failed (status %d)", s);
         } else if ((s = API.stream_create(nv->handle, &nv->parsed)) != NVJPEG_OK) {
             nv->parsed = NULL;
             snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStreamCreate failed (status %d)", s);
@@ -222,6 +232,37 @@ static sp_nvjpeg *decoder(sp_cuda_context *ctx, int allow_hardware) {
         return NULL;
     }
     return ctx->nvjpeg;
+}
+
+/* A decoder state initialised for batches of n images: one already so, else the least recently
+ * used (made if need be) initialised anew. NULL (reason noted) on failure. */
+static batch_state *state_for(sp_nvjpeg *nv, int n) {
+    batch_state *pick = NULL;
+    for (int i = 0; i < STATES; i++) {
+        batch_state *b = &nv->states[i];
+        if (b->state != NULL && b->batch_size == n) {
+            b->used = ++nv->clock;
+            return b;
+        }
+        if (pick == NULL || b->used < pick->used) {
+            pick = b;
+        }
+    }
+    int s;
+    if (pick->state == NULL && (s = API.state_create(nv->handle, &pick->state)) != NVJPEG_OK) {
+        pick->state = NULL;
+        sp_cuda_note_fallback("nvjpegJpegStateCreate failed (status %d)", s);
+        return NULL;
+    }
+    pick->batch_size = 0;
+    s = API.batched_initialize(nv->handle, pick->state, n, 1, NVJPEG_OUTPUT_YUV);
+    if (s != NVJPEG_OK) {
+        sp_cuda_note_fallback("nvjpegDecodeBatchedInitialize failed (status %d)", s);
+        return NULL;
+    }
+    pick->batch_size = n;
+    pick->used = ++nv->clock;
+    return pick;
 }
 
 /* ---- the read ------------------------------------------------------------------------------ */
@@ -335,19 +376,13 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
         data[i] = t->stream;
         lengths[i] = t->len;
     }
-    int s;
-    if (nv->batch_size != n) {
-        nv->batch_size = 0;
-        s = API.batched_initialize(nv->handle, nv->state, n, 1, NVJPEG_OUTPUT_YUV);
-        if (s != NVJPEG_OK) {
-            sp_cuda_note_fallback("nvjpegDecodeBatchedInitialize failed (status %d)", s);
-            return SP_E_IO;
-        }
-        nv->batch_size = n;
+    batch_state *bs = state_for(nv, n);
+    if (bs == NULL) {
+        return SP_E_IO;
     }
-    s = API.decode_batched(nv->handle, nv->state, data, lengths, images, ctx->stream);
+    int s = API.decode_batched(nv->handle, bs->state, data, lengths, images, ctx->stream);
     if (s != NVJPEG_OK) {
-        nv->batch_size = 0; /* re-initialise before the next batch */
+        bs->batch_size = 0; /* re-initialise before its next use */
         sp_cuda_note_fallback("nvjpegDecodeBatched failed (status %d)", s);
         return SP_E_IO;
     }
@@ -366,7 +401,7 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
     /* the streams are host memory that nvJPEG may still read: wait before they are freed */
     cudaError_t e = cudaStreamSynchronize(ctx->stream);
     if (e != cudaSuccess) {
-        nv->batch_size = 0;
+        bs->batch_size = 0;
         sp_cuda_note_fallback("nvJPEG decoding failed: %s", cudaGetErrorString(e));
         return SP_E_IO;
     }
