@@ -164,6 +164,8 @@ if has bench; then
     # 2
     stepo "2 ours (cuda): jpeg regions" 180 "$res/jpeg_ours.json" $gr "$jpeg" regions \
         --list "$list" --threads "$threads" --device cuda $R
+    stepo "2 ours (cuda, SLIDEPIPE_NVJPEG=0): jpeg regions" 180 "$res/jpeg_ours_cpudecode.json" \
+        env SLIDEPIPE_NVJPEG=0 $gr "$jpeg" regions --list "$list" --threads "$threads" --device cuda $R
     stepo "2 ours (cpu): jpeg regions" 180 "$res/jpeg_cpu.json" $gr "$jpeg" regions \
         --list "$list" --threads "$threads" --device cpu $R
     stepo "2 peer: cuCIM batched" 240 "$res/jpeg_cucim.json" $peers $R cucim "$jpeg" "$list" \

@@ -428,6 +428,8 @@ def cmd_report(args, be: Backend) -> dict:
         "slidepipe CPU, all cores (host memory)", unit="gps")
     row("2 jpeg.tif regions -> GPU", jpeg_ours, _load(d, "jpeg_cucim"),
         "cuCIM read_region(device='cuda'), batched", unit="gps")
+    row("2 jpeg.tif regions -> GPU", jpeg_ours, _load(d, "jpeg_ours_cpudecode"),
+        "ours, CPU decode + upload (SLIDEPIPE_NVJPEG=0)", unit="gps")
     if jpeg_ours and "nvjpeg_tiles" in jpeg_ours:
         checks["jpeg path"] = (f"{jpeg_ours['nvjpeg_regions']} regions ({jpeg_ours['nvjpeg_tiles']}"
                                f" tiles) through nvJPEG, {jpeg_ours['cpu_regions']} on the CPU "
@@ -458,9 +460,9 @@ def cmd_report(args, be: Backend) -> dict:
             f"patches {c['patches']} / {spt['patches']}, mean {c['mean']:.4f} / "
             f"{spt['mean']:.4f} dB, std {c['std']:.4f} / {spt['std']:.4f} dB, "
             f"{moved / max(sum(c['histogram']), 1):.2e} of values in another bin")
-    lines = [f"{'comparison':36} {'ours':>18} | {'peer':42} {'peer':>18} | {'ratio':>7}"]
+    lines = [f"{'comparison':36} {'ours':>18} | {'peer':48} {'peer':>18} | {'ratio':>7}"]
     for what, ours, peer_name, peer, ratio, extra in rows:
-        lines.append(f"{what:36} {ours:>18} | {peer_name:42} {peer:>18} | {ratio:>7}"
+        lines.append(f"{what:36} {ours:>18} | {peer_name:48} {peer:>18} | {ratio:>7}"
                      + (f"  {extra}" if extra else ""))
     for k, v in checks.items():
         lines.append(f"check: {k}: {v}")
