@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < repeat; r++) {
             printf("%s%.6f", r ? ", " : "", times[r]);
         }
-        sp_cuda_decode_stats ds;
+        sp_cuda_decode_stats ds = {.struct_size = sizeof ds};
         sp_cuda_get_decode_stats(&ds);
         printf("], \"nvjpeg_regions\": %llu, \"nvjpeg_tiles\": %llu, \"direct_regions\": %llu, "
                "\"cpu_regions\": %llu, \"last_fallback\": \"",

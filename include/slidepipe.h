@@ -390,8 +390,10 @@ SP_API sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide,
  * 12-bit JPEG, missing tiles, nvJPEG absent or failing) takes the CPU path. Uncompressed 8-bit RGB
  * TIFF tiles read as RGB8 skip the CPU pass: the rows needed are read straight into pinned memory
  * and copied to the destination (the same bytes as the CPU path). What happened in this process
- * so far: */
+ * so far (set struct_size to sizeof(sp_cuda_decode_stats) before the call, so that fields can be
+ * added later): */
 typedef struct sp_cuda_decode_stats {
+    size_t struct_size;
     uint64_t nvjpeg_regions; /* regions read through nvJPEG */
     uint64_t nvjpeg_tiles;   /* tiles nvJPEG decoded for them */
     uint64_t direct_regions; /* regions of uncompressed RGB tiles read straight into pinned
@@ -400,8 +402,9 @@ typedef struct sp_cuda_decode_stats {
     char last_fallback[200]; /* why the last region read on the CPU path was ("" if none) */
 } sp_cuda_decode_stats;
 
-/* Fill *out (zeros and "" in a build without CUDA). Thread-safe. */
-SP_API void sp_cuda_get_decode_stats(sp_cuda_decode_stats *out);
+/* Fill *out (zeros and "" in a build without CUDA). SP_E_INVALID_ARG when out is NULL or its
+ * struct_size is too small. Thread-safe. */
+SP_API sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out);
 
 /* ---- Spectral statistics ----------------------------------------------------------------- */
 

@@ -78,10 +78,13 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
 
 void sp_cuda_context_set_band_bytes(sp_cuda_context *ctx, size_t bytes) {}
 
-void sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
-    if (out != NULL) {
-        memset(out, 0, sizeof *out);
+sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
+    if (out == NULL || out->struct_size < sizeof *out) {
+        return SP_E_INVALID_ARG;
     }
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    return SP_OK;
 }
 
 /* The ops' GPU functions and the engine's runner. */

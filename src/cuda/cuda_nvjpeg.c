@@ -132,10 +132,11 @@ void sp_cuda_count_direct_region(void) {
     atomic_fetch_add(&DIRECT_REGIONS, 1);
 }
 
-void sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
-    if (out == NULL) {
-        return;
+sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
+    if (out == NULL || out->struct_size < sizeof *out) {
+        return SP_E_INVALID_ARG;
     }
+    out->struct_size = sizeof *out;
     out->nvjpeg_regions = atomic_load(&NVJPEG_REGIONS);
     out->nvjpeg_tiles = atomic_load(&NVJPEG_TILES);
     out->direct_regions = atomic_load(&DIRECT_REGIONS);
@@ -143,6 +144,7 @@ void sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
     pthread_mutex_lock(&WHY_LOCK);
     snprintf(out->last_fallback, sizeof out->last_fallback, "%s", LAST_FALLBACK);
     pthread_mutex_unlock(&WHY_LOCK);
+    return SP_OK;
 }
 
 sp_status sp_cuda_note_fallback(const char *fmt, ...) {

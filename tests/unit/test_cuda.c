@@ -52,6 +52,13 @@ static void test_without_gpu(void) {
     CHECK(sp_cuda_alloc(NULL, 16, &p) != SP_OK && p == NULL);
     CHECK(sp_cuda_read_region(NULL, NULL, SP_PIXEL_RGBA8, NULL, 0, 0, 0, 0, 1, 1) != SP_OK);
     sp_cuda_context_destroy(NULL);
+    /* the read-path counters answer in every build; nothing was read on the GPU */
+    sp_cuda_decode_stats stats = {.struct_size = sizeof stats};
+    CHECK_EQ_INT(sp_cuda_get_decode_stats(&stats), SP_OK);
+    CHECK(stats.nvjpeg_regions == 0 && stats.nvjpeg_tiles == 0 && stats.direct_regions == 0);
+    CHECK_EQ_INT(sp_cuda_get_decode_stats(NULL), SP_E_INVALID_ARG);
+    stats.struct_size = sizeof stats - 1;
+    CHECK_EQ_INT(sp_cuda_get_decode_stats(&stats), SP_E_INVALID_ARG);
     printf("note: no usable GPU (%s): device reads not tested here\n", why);
 }
 
@@ -218,18 +225,19 @@ static void test_direct_reads(void) {
     CHECK_EQ_INT(sp_slide_open(path, &slide, err, sizeof err), SP_OK);
     if (ctx != NULL && slide != NULL) {
         exact_pixels = 1;
-        sp_cuda_decode_stats before, after;
-        sp_cuda_get_decode_stats(&before);
+        sp_cuda_decode_stats before = {.struct_size = sizeof before},
+                             after = {.struct_size = sizeof after};
+        CHECK_EQ_INT(sp_cuda_get_decode_stats(&before), SP_OK);
         compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 0, 0, 200, 100, 50);     /* one tile */
         compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 100, 60, 900, 500, 50);  /* many */
         compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 700, 500, 500, 400, 50); /* past the edge */
         compare_region(ctx, slide, SP_PIXEL_RGB8, 0, -30, -20, 300, 200, 50); /* before it */
-        sp_cuda_get_decode_stats(&after);
+        CHECK_EQ_INT(sp_cuda_get_decode_stats(&after), SP_OK);
         CHECK_EQ_INT(after.direct_regions - before.direct_regions, 4);
         /* the missing tile, and RGBA8: the CPU path, same bytes */
         compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 200, 200, 200, 200, 50);
         compare_region(ctx, slide, SP_PIXEL_RGBA8, 0, 10, 10, 600, 400, 50);
-        sp_cuda_get_decode_stats(&before);
+        CHECK_EQ_INT(sp_cuda_get_decode_stats(&before), SP_OK);
         CHECK_EQ_INT(before.direct_regions, after.direct_regions);
         CHECK_EQ_INT(before.cpu_regions - after.cpu_regions, 2);
     }
@@ -348,11 +356,12 @@ void unit_run(void) {
         return;
     }
     /* nvJPEG for the JPEG slides (the J2K one still takes the CPU path): close to the CPU */
-    sp_cuda_decode_stats before, after;
-    sp_cuda_get_decode_stats(&before);
+    sp_cuda_decode_stats before = {.struct_size = sizeof before},
+                         after = {.struct_size = sizeof after};
+    CHECK_EQ_INT(sp_cuda_get_decode_stats(&before), SP_OK);
     exact_pixels = 0;
     test_device_reads(data, devices);
-    sp_cuda_get_decode_stats(&after);
+    CHECK_EQ_INT(sp_cuda_get_decode_stats(&after), SP_OK);
     printf("nvJPEG path: %llu regions, %llu tiles; CPU path: %llu regions (last reason: %s); "
            "worst max |diff| %d, worst mean |diff| %.4f (bounds %d, %.2f)\n",
            (unsigned long long)(after.nvjpeg_regions - before.nvjpeg_regions),
