@@ -5,6 +5,7 @@
  * is an answer, not an error. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -56,6 +57,16 @@ int cmd_gpu(int argc, char **argv) {
                    (double)mem / (1 << 30));
         }
     }
+    /* which decoder region reads into device memory use for JPEG tiles (docs/gpu.md) */
+    const char *nv_env = getenv("SLIDEPIPE_NVJPEG");
+    const char *jpeg_path =
+        n == 0 ? "cpu (no GPU)"
+        : nv_env != NULL && (strcmp(nv_env, "0") == 0 || strcmp(nv_env, "off") == 0)
+            ? "cpu (SLIDEPIPE_NVJPEG=0)"
+        : !found[0] ? "cpu (nvJPEG not found)"
+        : nv_env != NULL && strcmp(nv_env, "default") == 0
+            ? "nvjpeg (default back end, SLIDEPIPE_NVJPEG=default)"
+            : "nvjpeg (hardware decoder where the GPU has one, else the default back end)";
     int chosen = sp_cuda_default_device();
     if (json) {
         printf("], \"default_device\": %d, \"reason\": ", chosen);
@@ -66,12 +77,15 @@ int cmd_gpu(int argc, char **argv) {
             cli_json_string(stdout, detail[i]);
             printf("}");
         }
+        printf(", \"jpeg_decode\": ");
+        cli_json_string(stdout, jpeg_path);
         printf("}\n");
     } else {
         if (n > 0) {
             printf("default device: %d\n", chosen);
         }
         printf("nvJPEG: %s\ncuFile: %s\ncuFFT: %s\n", detail[0], detail[1], detail[2]);
+        printf("JPEG tiles into GPU memory: %s\n", jpeg_path);
     }
     return CLI_OK;
 }

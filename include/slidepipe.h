@@ -379,6 +379,33 @@ SP_API sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide,
                                      int32_t level, int64_t x, int64_t y, int64_t width,
                                      int64_t height);
 
+/* ---- How region reads into GPU memory decode (nvJPEG, direct copies) ------------------------ */
+
+/* sp_cuda_read_region decodes the JPEG tiles of TIFF levels (generic TIFF, Aperio SVS, OME-TIFF;
+ * baseline 8-bit, 4:4:4, 4:2:2 or 4:2:0) on the GPU with nvJPEG when it is found (the hardware
+ * decoder where the GPU has one). nvJPEG's inverse DCT is not libjpeg-turbo's: these pixels are
+ * close to the CPU path's, not identical (docs/gpu.md states the difference). The environment
+ * variable SLIDEPIPE_NVJPEG=0 forces the CPU path (exact); SLIDEPIPE_NVJPEG=default uses nvJPEG's
+ * default back end instead of the hardware decoder. Everything else (other codecs, progressive or
+ * 12-bit JPEG, missing tiles, nvJPEG absent or failing) takes the CPU path. Uncompressed 8-bit RGB
+ * TIFF tiles read as RGB8 skip the CPU pass: the rows needed are read straight into pinned memory
+ * and copied to the destination (the same bytes as the CPU path). What happened in this process
+ * so far (set struct_size to sizeof(sp_cuda_decode_stats) before the call, so that fields can be
+ * added later): */
+typedef struct sp_cuda_decode_stats {
+    size_t struct_size;
+    uint64_t nvjpeg_regions; /* regions read through nvJPEG */
+    uint64_t nvjpeg_tiles;   /* tiles nvJPEG decoded for them */
+    uint64_t direct_regions; /* regions of uncompressed RGB tiles read straight into pinned
+                              * memory and copied (no CPU pass over the pixels; RGB8 only) */
+    uint64_t cpu_regions;    /* regions read on the CPU path */
+    char last_fallback[200]; /* why the last region read on the CPU path was ("" if none) */
+} sp_cuda_decode_stats;
+
+/* Fill *out (zeros and "" in a build without CUDA). SP_E_INVALID_ARG when out is NULL or its
+ * struct_size is too small. Thread-safe. */
+SP_API sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out);
+
 /* ---- Spectral statistics ----------------------------------------------------------------- */
 
 /* Log-magnitude spectra of a slide (docs/ops.md, "spectrum"): a level is cut into full P x P

@@ -3,6 +3,7 @@
  * written for both paths run unchanged on the CPU (and the ops' GPU slots answer "unsupported").
  * Built instead of the other files here. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
@@ -76,6 +77,15 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
 }
 
 void sp_cuda_context_set_band_bytes(sp_cuda_context *ctx, size_t bytes) {}
+
+sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
+    if (out == NULL || out->struct_size < sizeof *out) {
+        return SP_E_INVALID_ARG;
+    }
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    return SP_OK;
+}
 
 /* The ops' GPU functions and the engine's runner. */
 sp_status sp_cuda_op_grey(const sp_op_params *params, const sp_op_block *block, void *stream) {

@@ -112,6 +112,9 @@ void sp_cuda_context_destroy(sp_cuda_context *ctx) {
     cudaSetDevice(ctx->device);
     if (ctx->stream != NULL) {
         cudaStreamSynchronize(ctx->stream);
+    }
+    sp_cuda_nvjpeg_destroy(ctx);
+    if (ctx->stream != NULL) {
         cudaStreamDestroy(ctx->stream);
     }
     for (int i = 0; i < 2; i++) {

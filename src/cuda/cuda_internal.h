@@ -4,6 +4,7 @@
 #define SP_CUDA_CUDA_INTERNAL_H
 
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,12 +14,17 @@
  * the link's speed, small enough that a context stays cheap. */
 #define SP_CUDA_STAGING_BYTES ((size_t)32 << 20)
 
+/* A context's nvJPEG decoder (cuda_nvjpeg.c), made on the first JPEG region read. */
+typedef struct sp_nvjpeg sp_nvjpeg;
+
 struct sp_cuda_context {
     int device;
     cudaStream_t stream;
     uint8_t *staging[2];     /* pinned host memory, SP_CUDA_STAGING_BYTES each, made on first use */
     cudaEvent_t uploaded[2]; /* recorded after the upload out of staging[i] */
     size_t band_bytes;       /* bytes of a band (<= SP_CUDA_STAGING_BYTES; tests lower it) */
+    sp_nvjpeg *nvjpeg;       /* NULL until a region of JPEG tiles is read */
+    int nvjpeg_no_hardware;  /* the hardware decoder failed once: use the default back end */
     char message[256];
 };
 
@@ -32,5 +38,34 @@ void *sp_cuda_library_symbol(sp_cuda_library library, const char *name);
 /* Record "what: CUDA's reason" on the context and return SP_E_IO (or SP_E_NOMEM for
  * allocation failures). */
 sp_status sp_cuda_fail(sp_cuda_context *ctx, cudaError_t e, const char *what);
+
+/* Read a region into device memory with its JPEG tiles decoded by nvJPEG (cuda_nvjpeg.c). SP_OK
+ * when done; anything else means this path does not handle the region (the reason is kept for
+ * sp_cuda_get_decode_stats) and the caller must read it on the CPU path, which rewrites the whole
+ * destination. Arguments as sp_cuda_read_region's, already checked. */
+sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                              uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
+                              int64_t w, int64_t h);
+
+/* Read a region of an uncompressed RGB TIFF level into device memory as RGB8 (cuda_raw_tiles.c):
+ * the rows of each tile the region needs are read straight into pinned staging and copied to the
+ * destination with 2-D copies, no pixel touched on the CPU. Same contract as
+ * sp_cuda_nvjpeg_read (SP_OK, or fall back to the CPU path). */
+sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                           uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
+                           int64_t w, int64_t h);
+
+/* Whether sp_cuda_raw_read takes regions of this level (in some pixel format). */
+bool sp_cuda_raw_level(const sp_slide *slide, int32_t level);
+
+/* Count a region read on the CPU path / through sp_cuda_raw_read (sp_cuda_get_decode_stats). */
+void sp_cuda_nvjpeg_count_cpu_region(void);
+void sp_cuda_count_direct_region(void);
+
+/* Keep why the last region went to the CPU path (printf-style); returns SP_E_UNSUPPORTED. */
+sp_status sp_cuda_note_fallback(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Free the context's nvJPEG decoder, if any (the context's device must be current). */
+void sp_cuda_nvjpeg_destroy(sp_cuda_context *ctx);
 
 #endif

@@ -1,8 +1,11 @@
-/* cuda_read.c — region reads into device memory on the CPU decode path: the region is split into
- * bands of rows that fit a pinned staging buffer; band i is decoded by sp_slide_read_region into
- * staging[i % 2] and uploaded with an asynchronous 2-D copy, so the CPU decodes band i+1 while
- * the copy engine moves band i. An event per buffer keeps a buffer from being refilled before
- * its upload has finished. On any failure the destination area is zeroed on the device. */
+/* cuda_read.c — region reads into device memory. Regions of uncompressed RGB tiles are copied
+ * straight from pinned reads (cuda_raw_tiles.c), regions of JPEG tiles go to nvJPEG
+ * (cuda_nvjpeg.c); everything else, and whatever those paths decline, takes the CPU decode path
+ * here: the region is split into bands of rows that fit a pinned staging buffer; band i is
+ * decoded by sp_slide_read_region into staging[i % 2] and uploaded with an asynchronous 2-D copy,
+ * so the CPU decodes band i+1 while the copy engine moves band i. An event per buffer keeps a
+ * buffer from being refilled before its upload has finished. On any failure the destination
+ * area is zeroed on the device. */
 #include <math.h>
 #include <stdio.h>
 
@@ -41,6 +44,15 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
         return sp_cuda_fail(ctx, e, "cannot select the CUDA device");
     }
     ctx->message[0] = '\0';
+    /* uncompressed RGB tiles copied straight from pinned reads; JPEG tiles decoded on the GPU
+     * when nvJPEG can; any other case, or any failure there, reads the region on the CPU path */
+    if (sp_cuda_raw_read(ctx, slide, format, dst_device, stride, level, x, y, width, height) ==
+            SP_OK ||
+        sp_cuda_nvjpeg_read(ctx, slide, format, dst_device, stride, level, x, y, width, height) ==
+            SP_OK) {
+        return SP_OK;
+    }
+    sp_cuda_nvjpeg_count_cpu_region();
     st = sp_cuda_staging(ctx);
     if (st != SP_OK) {
         return st;

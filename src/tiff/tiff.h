@@ -156,6 +156,12 @@ sp_status sp_tiff_check_decodable(const sp_tiff *tiff, const sp_tiff_dir *dir, s
 sp_status sp_tiff_decode_chunk(const sp_tiff *tiff, const sp_tiff_dir *dir, uint64_t index,
                                uint8_t *rgba, uint64_t stride, sp_err *err);
 
+/* Read the compressed bytes of chunk `index` (index < n_chunks) into a new buffer (*data, to
+ * free; its size checked against the file and the limits); *data is NULL and *length 0 for a
+ * missing chunk (offset or byte count 0). */
+sp_status sp_tiff_read_chunk(const sp_tiff *tiff, const sp_tiff_dir *dir, uint64_t index,
+                             uint8_t **data, uint64_t *length, sp_err *err);
+
 /* The scales (bit k set: 1/2^k, so 1 = full size only, 15 = 1, 1/2, 1/4, 1/8) at which chunks
  * of `dir` can be decoded in part straight into a caller's buffer; 0 when they cannot
  * (only JPEG and JPEG 2000 chunks can, JPEG 2000 at full size only). */

@@ -265,9 +265,8 @@ static sp_jpeg_space image_space(const sp_tiff_dir *d) {
     }
 }
 
-/* Read the compressed bytes of chunk `index`; *data is NULL for a missing chunk. */
-static sp_status read_chunk(const sp_tiff *t, const sp_tiff_dir *d, uint64_t index,
-                            uint8_t **data, uint64_t *length, sp_err *err) {
+sp_status sp_tiff_read_chunk(const sp_tiff *t, const sp_tiff_dir *d, uint64_t index,
+                             uint8_t **data, uint64_t *length, sp_err *err) {
     *data = NULL;
     uint64_t offset = d->chunk_offsets[index];
     *length = d->chunk_byte_counts[index];
@@ -338,7 +337,7 @@ static sp_status decode_samples(const sp_tiff *t, const sp_tiff_dir *d, uint64_t
     for (unsigned p = 0; st == SP_OK && p < planes; p++) {
         uint8_t *data;
         uint64_t length;
-        st = read_chunk(t, d, index + p * per_plane, &data, &length, err);
+        st = sp_tiff_read_chunk(t, d, index + p * per_plane, &data, &length, err);
         uint8_t *dst = planar ? plane : raw;
         if (st == SP_OK && data == NULL) {
             memset(dst, 0, (size_t)out_len); /* a missing plane reads as zero */
@@ -381,7 +380,7 @@ sp_status sp_tiff_decode_chunk(const sp_tiff *tiff, const sp_tiff_dir *d, uint64
     if (is_image_codec(d->compression)) {
         uint8_t *data;
         uint64_t length;
-        st = read_chunk(tiff, d, index, &data, &length, err);
+        st = sp_tiff_read_chunk(tiff, d, index, &data, &length, err);
         if (st == SP_OK) {
             st = decode_image_codec(d, data, length, rows, rgba, stride, err);
         }
@@ -454,7 +453,7 @@ sp_status sp_tiff_decode_chunk_area(const sp_tiff *tiff, const sp_tiff_dir *d, u
     }
     uint8_t *data;
     uint64_t length;
-    sp_status st = read_chunk(tiff, d, index, &data, &length, err);
+    sp_status st = sp_tiff_read_chunk(tiff, d, index, &data, &length, err);
     if (st != SP_OK) {
         return st;
     }

@@ -1,7 +1,8 @@
 """The GPU backend seen from the command line: `slidepipe gpu` always answers (a machine without a
 GPU is an answer, not an error), the run-time libraries are found where SLIDEPIPE_CUDA_LIBS points
 and reported missing otherwise, and `region --device cuda` either gives the CPU's bytes exactly
-(with a GPU) or fails with one clear line and exit 1 (without one)."""
+on the CPU decode path (SLIDEPIPE_NVJPEG=0) and pixels within a stated bound of them with JPEG
+tiles decoded by nvJPEG (with a GPU), or fails with one clear line and exit 1 (without one)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import subprocess
 
+import numpy as np
 import pytest
 
 SLIDE = "aperio/CMU-1-Small-Region.svs"
@@ -23,7 +25,8 @@ def gpu_report(sp_bin, env=None) -> dict:
 
 def test_gpu_report_shape(slidepipe_bin):
     report = gpu_report(slidepipe_bin)
-    assert set(report) >= {"devices", "default_device", "reason", "nvjpeg", "cufile"}
+    assert set(report) >= {"devices", "default_device", "reason", "nvjpeg", "cufile",
+                           "jpeg_decode"}
     if report["devices"]:
         assert 0 <= report["default_device"] < len(report["devices"])
         for d in report["devices"]:
@@ -49,8 +52,10 @@ def region_args(testdata, out, device):
             "--height", 700, "-o", out, "--device", device]
 
 
-def test_region_device_cuda(run, testdata, slidepipe_bin, tmp_path):
+def test_region_device_cuda(run, testdata, slidepipe_bin, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLIDEPIPE_NVJPEG", "0")  # the CPU decode path: exact
     report = gpu_report(slidepipe_bin)
+    assert report["jpeg_decode"].startswith("cpu")
     cpu = tmp_path / "cpu.rgba"
     proc = run(region_args(testdata, cpu, "cpu"))
     assert proc.returncode == 0, proc.stderr
@@ -63,6 +68,36 @@ def test_region_device_cuda(run, testdata, slidepipe_bin, tmp_path):
         pytest.skip(f"no GPU here ({report['reason']}): device pixels not compared")
     assert proc.returncode == 0, proc.stderr
     assert gpu.read_bytes() == cpu.read_bytes()
+
+
+# How far nvJPEG's pixels may be from libjpeg-turbo's (only the inverse DCT differs; see
+# tests/unit/test_jpeg_planes.c); loose until measured on a GPU, the test prints what it saw.
+NVJPEG_MAX_ABS, NVJPEG_MAX_MEAN = 24, 1.5
+
+
+@pytest.mark.parametrize("x,y", [(301, 77), (1900, 2700)])  # inside; across the bottom-right edge
+def test_region_device_cuda_nvjpeg(run, testdata, slidepipe_bin, tmp_path, monkeypatch, x, y):
+    monkeypatch.delenv("SLIDEPIPE_NVJPEG", raising=False)
+    report = gpu_report(slidepipe_bin)
+    if not report["devices"]:
+        pytest.skip(f"no GPU here ({report['reason']}): nvJPEG path not compared")
+    if not report["nvjpeg"]["found"]:
+        pytest.skip(f"nvJPEG not found ({report['nvjpeg']['detail']}): nvJPEG path not compared")
+    assert report["jpeg_decode"].startswith("nvjpeg")
+    args = ["region", testdata / SLIDE, "--level", 0, "--x", x, "--y", y, "--width", 900,
+            "--height", 700]
+    cpu, gpu = tmp_path / "cpu.rgba", tmp_path / "gpu.rgba"
+    assert run([*args, "-o", cpu, "--device", "cpu"]).returncode == 0
+    proc = run([*args, "-o", gpu, "--device", "cuda"])
+    assert proc.returncode == 0, proc.stderr
+    a = np.fromfile(cpu, np.uint8).reshape(700, 900, 4).astype(np.int16)
+    b = np.fromfile(gpu, np.uint8).reshape(700, 900, 4).astype(np.int16)
+    assert np.array_equal(a[..., 3], b[..., 3]), "alpha (opaque tiles, transparent outside)"
+    outside = a[..., 3] == 0
+    assert np.array_equal(a[outside], b[outside])
+    diff = np.abs(a[..., :3] - b[..., :3])
+    print(f"nvJPEG vs CPU at ({x}, {y}): max |diff| {diff.max()}, mean {diff.mean():.4f}")
+    assert diff.max() <= NVJPEG_MAX_ABS and diff.mean() <= NVJPEG_MAX_MEAN
 
 
 def test_region_device_usage_error(run, testdata, tmp_path):

@@ -1,0 +1,543 @@
+/* cuda_nvjpeg.c — region reads into device memory with the JPEG tiles decoded on the GPU by
+ * nvJPEG (loaded at run time), the fast path of sp_cuda_read_region for levels whose tiles are
+ * baseline 8-bit three-component JPEG in TIFF (generic TIFF, Aperio SVS, OME-TIFF).
+ *
+ * For the tiles under the region, in batches that fit a device scratch of at most 64 MiB: each
+ * tile's complete stream (JPEGTables spliced in, src/formats/tiff_jpeg_tiles.c) is parsed and
+ * checked on the host, the batch is decoded by nvjpegDecodeBatched into the scratch as component
+ * planes (NVJPEG_OUTPUT_YUV: no colour conversion, chroma at its own resolution), and a kernel per
+ * tile (jpeg_planes.cu) upsamples and converts the needed part into the caller's rows exactly as
+ * the CPU decoder would from the same planes. The handle uses the hardware decoder
+ * (NVJPEG_BACKEND_HARDWARE: A100, H100) when it can be created, else the default back end; a
+ * context whose hardware decoder fails a batch switches to the default back end.
+ *
+ * Anything this path does not handle — a level that is not such JPEG, a missing tile, a
+ * progressive, 12-bit or four-component stream, subsampling other than 4:4:4, 4:2:2 or 4:2:0,
+ * a frame that is not the tile's size, nvJPEG absent (or SLIDEPIPE_NVJPEG=0), any nvJPEG or CUDA
+ * failure — returns a reason and the caller reads the region on the CPU path instead, which
+ * rewrites the whole destination; so this path can never give other pixels than a CPU decode of
+ * the same planes, only fail over. nvJPEG's IDCT is not libjpeg-turbo's, so the pixels are close
+ * to, not equal to, the CPU path's (docs/gpu.md gives the measured difference).
+ *
+ * The nvJPEG types and functions used are declared here from NVIDIA's documented API (the
+ * enumerations are C ints) and looked up with dlsym, so building needs no nvJPEG header. */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/slide_internal.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/jpeg_planes.h"
+#include "formats/tiff_jpeg_tiles.h"
+
+/* ---- the part of nvJPEG's API used here --------------------------------------------------- */
+
+enum {
+    NVJPEG_OK = 0,
+    NVJPEG_BACKEND_DEFAULT = 0,
+    NVJPEG_BACKEND_HARDWARE = 3,
+    NVJPEG_OUTPUT_YUV = 1,
+    NVJPEG_ENCODING_BASELINE_DCT = 0xc0,
+    NVJPEG_MAX_COMPONENT = 4,
+};
+
+typedef struct nvjpeg_handle *nvjpeg_handle_t;
+typedef struct nvjpeg_state *nvjpeg_state_t;
+typedef struct nvjpeg_stream *nvjpeg_stream_t;
+typedef struct {
+    unsigned char *channel[NVJPEG_MAX_COMPONENT];
+    size_t pitch[NVJPEG_MAX_COMPONENT];
+} nvjpeg_image_t;
+
+typedef struct nvjpeg_api {
+    int (*create_ex)(int backend, void *dev_allocator, void *pinned_allocator, unsigned flags,
+                     nvjpeg_handle_t *handle);
+    int (*destroy)(nvjpeg_handle_t handle);
+    int (*state_create)(nvjpeg_handle_t handle, nvjpeg_state_t *state);
+    int (*state_destroy)(nvjpeg_state_t state);
+    int (*stream_create)(nvjpeg_handle_t handle, nvjpeg_stream_t *stream);
+    int (*stream_destroy)(nvjpeg_stream_t stream);
+    int (*stream_parse)(nvjpeg_handle_t handle, const unsigned char *data, size_t length,
+                        int save_metadata, int save_stream, nvjpeg_stream_t stream);
+    int (*get_encoding)(nvjpeg_stream_t stream, int *encoding);
+    int (*get_frame_dimensions)(nvjpeg_stream_t stream, unsigned *width, unsigned *height);
+    int (*get_components)(nvjpeg_stream_t stream, unsigned *components);
+    int (*get_component_dimensions)(nvjpeg_stream_t stream, unsigned component, unsigned *width,
+                                    unsigned *height);
+    int (*get_precision)(nvjpeg_stream_t stream, unsigned *precision);
+    int (*batched_supported)(nvjpeg_handle_t handle, nvjpeg_stream_t stream, int *is_supported);
+    int (*batched_initialize)(nvjpeg_handle_t handle, nvjpeg_state_t state, int batch_size,
+                              int max_cpu_threads, int output_format);
+    int (*decode_batched)(nvjpeg_handle_t handle, nvjpeg_state_t state,
+                          const unsigned char *const *data, const size_t *lengths,
+                          nvjpeg_image_t *destinations, cudaStream_t stream);
+} nvjpeg_api;
+
+static nvjpeg_api API;
+static int API_OK;
+static char API_WHY[200];
+static pthread_once_t API_ONCE = PTHREAD_ONCE_INIT;
+
+static void load_api(void) {
+    static const char *const NAMES[] = {
+        "nvjpegCreateEx",
+        "nvjpegDestroy",
+        "nvjpegJpegStateCreate",
+        "nvjpegJpegStateDestroy",
+        "nvjpegJpegStreamCreate",
+        "nvjpegJpegStreamDestroy",
+        "nvjpegJpegStreamParse",
+        "nvjpegJpegStreamGetJpegEncoding",
+        "nvjpegJpegStreamGetFrameDimensions",
+        "nvjpegJpegStreamGetComponentsNum",
+        "nvjpegJpegStreamGetComponentDimensions",
+        "nvjpegJpegStreamGetSamplePrecision",
+        "nvjpegDecodeBatchedSupported",
+        "nvjpegDecodeBatchedInitialize",
+        "nvjpegDecodeBatched",
+    };
+    void *slots[sizeof NAMES / sizeof NAMES[0]];
+    _Static_assert(sizeof slots == sizeof API, "one symbol per member of nvjpeg_api");
+    char detail[300];
+    if (!sp_cuda_library_found(SP_CUDA_LIB_NVJPEG, detail, sizeof detail)) {
+        snprintf(API_WHY, sizeof API_WHY, "%.190s", detail);
+        return;
+    }
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) {
+        slots[i] = sp_cuda_library_symbol(SP_CUDA_LIB_NVJPEG, NAMES[i]);
+        if (slots[i] == NULL) {
+            snprintf(API_WHY, sizeof API_WHY, "nvJPEG lacks %s", NAMES[i]);
+            return;
+        }
+    }
+    memcpy(&API, slots, sizeof API); /* function pointers, in the order of NAMES */
+    API_OK = 1;
+}
+
+/* ---- what the read paths did, for sp_cuda_get_decode_stats ---------------------------------- */
+
+static atomic_uint_least64_t NVJPEG_REGIONS, NVJPEG_TILES, DIRECT_REGIONS, CPU_REGIONS;
+static pthread_mutex_t WHY_LOCK = PTHREAD_MUTEX_INITIALIZER;
+static char LAST_FALLBACK[200];
+
+void sp_cuda_nvjpeg_count_cpu_region(void) {
+    atomic_fetch_add(&CPU_REGIONS, 1);
+}
+
+void sp_cuda_count_direct_region(void) {
+    atomic_fetch_add(&DIRECT_REGIONS, 1);
+}
+
+sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
+    if (out == NULL || out->struct_size < sizeof *out) {
+        return SP_E_INVALID_ARG;
+    }
+    out->struct_size = sizeof *out;
+    out->nvjpeg_regions = atomic_load(&NVJPEG_REGIONS);
+    out->nvjpeg_tiles = atomic_load(&NVJPEG_TILES);
+    out->direct_regions = atomic_load(&DIRECT_REGIONS);
+    out->cpu_regions = atomic_load(&CPU_REGIONS);
+    pthread_mutex_lock(&WHY_LOCK);
+    snprintf(out->last_fallback, sizeof out->last_fallback, "%s", LAST_FALLBACK);
+    pthread_mutex_unlock(&WHY_LOCK);
+    return SP_OK;
+}
+
+sp_status sp_cuda_note_fallback(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&WHY_LOCK);
+    vsnprintf(LAST_FALLBACK, sizeof LAST_FALLBACK, fmt, ap);
+    pthread_mutex_unlock(&WHY_LOCK);
+    va_end(ap);
+    return SP_E_UNSUPPORTED;
+}
+
+/* ---- one context's decoder ---------------------------------------------------------------- */
+
+/* Device scratch for decoded planes: bounded so that a context stays cheap. */
+#define SCRATCH_MAX ((size_t)64 << 20)
+#define BATCH_MAX 256
+
+/* Decoder states kept per context, each initialised for one batch size: regions of one shape
+ * give batches of a few sizes (4, 6 or 9 tiles for 512² regions on 256² tiles), and
+ * re-initialising one state for every change of size would redo its set-up each time. */
+#define STATES 8
+
+typedef struct batch_state {
+    nvjpeg_state_t state;
+    int batch_size;     /* what it was initialised for (0: not yet, or reset after a failure) */
+    unsigned long used; /* when it was last used, for replacing the least recent */
+} batch_state;
+
+struct sp_nvjpeg {
+    nvjpeg_handle_t handle;
+    batch_state states[STATES];
+    unsigned long clock;
+    nvjpeg_stream_t parsed;
+    int hardware; /* the handle uses the hardware decoder */
+    uint8_t *scratch;
+    size_t scratch_bytes;
+    char failed[200]; /* why this context cannot use nvJPEG ("" while it can) */
+};
+
+void sp_cuda_nvjpeg_destroy(sp_cuda_context *ctx) {
+    sp_nvjpeg *nv = ctx->nvjpeg;
+    if (nv == NULL) {
+        return;
+    }
+    cudaFree(nv->scratch);
+    if (nv->parsed != NULL) {
+        API.stream_destroy(nv->parsed);
+    }
+    for (int i = 0; i < STATES; i++) {
+        if (nv->states[i].state != NULL) {
+            API.state_destroy(nv->states[i].state);
+        }
+    }
+    if (nv->handle != NULL) {
+        API.destroy(nv->handle);
+    }
+    free(nv);
+    ctx->nvjpeg = NULL;
+}
+
+/* The context's decoder, made on first use; NULL (with the reason noted) when it cannot be. */
+static sp_nvjpeg *decoder(sp_cuda_context *ctx, int allow_hardware) {
+    if (ctx->nvjpeg == NULL) {
+        sp_nvjpeg *nv = calloc(1, sizeof *nv);
+        if (nv == NULL) {
+            return NULL;
+        }
+        ctx->nvjpeg = nv;
+        int s = allow_hardware ? API.create_ex(NVJPEG_BACKEND_HARDWARE, NULL, NULL, 0, &nv->handle)
+                               : -1;
+        nv->hardware = s == NVJPEG_OK;
+        if (s != NVJPEG_OK) {
+            nv->handle = NULL;
+            s = API.create_ex(NVJPEG_BACKEND_DEFAULT, NULL, NULL, 0, &nv->handle);
+        }
+        if (s != NVJPEG_OK) {
+            nv->handle = NULL;
+            snprintf(nv->failed, sizeof nv->failed, "nvjpegCreateEx failed (status %d)", s);
+        } else if ((s = API.stream_create(nv->handle, &nv->parsed)) != NVJPEG_OK) {
+            nv->parsed = NULL;
+            snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStreamCreate failed (status %d)", s);
+        }
+    }
+    if (ctx->nvjpeg->failed[0] != '\0') {
+        sp_cuda_note_fallback("%s", ctx->nvjpeg->failed);
+        return NULL;
+    }
+    return ctx->nvjpeg;
+}
+
+/* A decoder state initialised for batches of n images: one already so, else the least recently
+ * used (made if need be) initialised anew. NULL (reason noted) on failure. */
+static batch_state *state_for(sp_nvjpeg *nv, int n) {
+    batch_state *pick = NULL;
+    for (int i = 0; i < STATES; i++) {
+        batch_state *b = &nv->states[i];
+        if (b->state != NULL && b->batch_size == n) {
+            b->used = ++nv->clock;
+            return b;
+        }
+        if (pick == NULL || b->used < pick->used) {
+            pick = b;
+        }
+    }
+    int s;
+    if (pick->state == NULL && (s = API.state_create(nv->handle, &pick->state)) != NVJPEG_OK) {
+        pick->state = NULL;
+        sp_cuda_note_fallback("nvjpegJpegStateCreate failed (status %d)", s);
+        return NULL;
+    }
+    pick->batch_size = 0;
+    s = API.batched_initialize(nv->handle, pick->state, n, 1, NVJPEG_OUTPUT_YUV);
+    if (s != NVJPEG_OK) {
+        sp_cuda_note_fallback("nvjpegDecodeBatchedInitialize failed (status %d)", s);
+        return NULL;
+    }
+    pick->batch_size = n;
+    pick->used = ++nv->clock;
+    return pick;
+}
+
+/* ---- the read ------------------------------------------------------------------------------ */
+
+typedef struct tile_job {
+    int64_t col, row;
+    int64_t cx0, cy0, cx1, cy1; /* the part of the region this tile covers, level pixels */
+    uint8_t *stream;
+    size_t len;
+    sp_jpeg_planes planes;
+} tile_job;
+
+/* Parse tile t's stream and check that this path decodes it; fills t->planes but the pointers. */
+static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_job *t) {
+    const sp_tiff_dir *d = jl->dir;
+    int s = API.stream_parse(nv->handle, t->stream, t->len, 0, 0, nv->parsed);
+    if (s != NVJPEG_OK) {
+        return sp_cuda_note_fallback("nvJPEG cannot parse tile (%lld, %lld) (status %d)",
+                                     (long long)t->col, (long long)t->row, s);
+    }
+    int encoding = 0;
+    unsigned fw = 0, fh = 0, comps = 0, precision = 0, w[3] = {0}, h[3] = {0};
+    if (API.get_encoding(nv->parsed, &encoding) != NVJPEG_OK ||
+        API.get_frame_dimensions(nv->parsed, &fw, &fh) != NVJPEG_OK ||
+        API.get_components(nv->parsed, &comps) != NVJPEG_OK ||
+        API.get_precision(nv->parsed, &precision) != NVJPEG_OK) {
+        return sp_cuda_note_fallback("nvJPEG cannot describe tile (%lld, %lld)", (long long)t->col,
+                                     (long long)t->row);
+    }
+    if (encoding != NVJPEG_ENCODING_BASELINE_DCT || precision != 8 || comps != 3) {
+        return sp_cuda_note_fallback(
+            "tile (%lld, %lld): encoding 0x%x, %u bits, %u components (baseline "
+            "8-bit 3-component JPEG is decoded on the GPU)",
+            (long long)t->col, (long long)t->row, (unsigned)encoding, precision, comps);
+    }
+    if (fw != d->chunk_width || fh != d->chunk_height) {
+        return sp_cuda_note_fallback("tile (%lld, %lld): a %ux%u frame in a %llux%llu tile",
+                                     (long long)t->col, (long long)t->row, fw, fh,
+                                     (unsigned long long)d->chunk_width,
+                                     (unsigned long long)d->chunk_height);
+    }
+    for (unsigned c = 0; c < 3; c++) {
+        if (API.get_component_dimensions(nv->parsed, c, &w[c], &h[c]) != NVJPEG_OK) {
+            return sp_cuda_note_fallback("nvJPEG cannot describe tile (%lld, %lld)'s components",
+                                         (long long)t->col, (long long)t->row);
+        }
+    }
+    int hf = w[1] == fw ? 1 : w[1] == (fw + 1) / 2 ? 2 : 0;
+    int vf = h[1] == fh ? 1 : h[1] == (fh + 1) / 2 ? 2 : 0;
+    /* 4:4:4, 4:2:2 and 4:2:0 (with a chroma plane wider than 2, where libjpeg's fancy
+     * upsampling applies); component 0 full size, components 1 and 2 alike */
+    if (w[0] != fw || h[0] != fh || w[2] != w[1] || h[2] != h[1] || hf == 0 || vf == 0 ||
+        (hf == 1 && vf == 2) || (hf == 2 && w[1] <= 2)) {
+        return sp_cuda_note_fallback(
+            "tile (%lld, %lld): component sizes %ux%u, %ux%u, %ux%u not handled on "
+            "the GPU",
+            (long long)t->col, (long long)t->row, w[0], h[0], w[1], h[1], w[2], h[2]);
+    }
+    if (nv->hardware) {
+        int unsupported = 1;
+        s = API.batched_supported(nv->handle, nv->parsed, &unsupported);
+        if (s != NVJPEG_OK || unsupported != 0) { /* 0 means the hardware decodes it */
+            return sp_cuda_note_fallback(
+                "tile (%lld, %lld): not decodable by the hardware JPEG decoder", (long long)t->col,
+                (long long)t->row);
+        }
+    }
+    t->planes.width = (int)fw;
+    t->planes.height = (int)fh;
+    t->planes.chroma_width = (int)w[1];
+    t->planes.chroma_height = (int)h[1];
+    t->planes.h_factor = hf;
+    t->planes.v_factor = vf;
+    t->planes.ycbcr = jl->ycbcr;
+    return SP_OK;
+}
+
+/* Decode the tiles of one batch into the scratch and paint their parts into the region.
+ * SP_E_UNSUPPORTED: a tile this path does not take; SP_E_IO: nvJPEG or CUDA failed. */
+static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl,
+                           tile_job *tiles, int n, size_t slot_bytes, uint8_t *dst, int64_t stride,
+                           int bpp, int64_t lx, int64_t ly) {
+    const sp_tiff_dir *d = jl->dir;
+    const unsigned char *data[BATCH_MAX];
+    size_t lengths[BATCH_MAX];
+    nvjpeg_image_t images[BATCH_MAX];
+    size_t plane_bytes = (size_t)(d->chunk_width * d->chunk_height);
+    for (int i = 0; i < n; i++) {
+        sp_err err = {0};
+        tile_job *t = &tiles[i];
+        sp_status st = sp_tiff_jpeg_tile_stream(jl, t->col, t->row, &t->stream, &t->len, &err);
+        if (st != SP_OK) {
+            return sp_cuda_note_fallback("%s", err.msg);
+        }
+        if (t->stream == NULL) {
+            return sp_cuda_note_fallback("tile (%lld, %lld) is missing", (long long)t->col,
+                                         (long long)t->row);
+        }
+        st = check_tile(nv, jl, t);
+        if (st != SP_OK) {
+            return st;
+        }
+        memset(&images[i], 0, sizeof images[i]);
+        for (int c = 0; c < 3; c++) {
+            uint8_t *plane = nv->scratch + (size_t)i * slot_bytes + (size_t)c * plane_bytes;
+            images[i].channel[c] = plane;
+            images[i].pitch[c] = (size_t)d->chunk_width;
+            t->planes.plane[c] = plane;
+            t->planes.pitch[c] = (int64_t)d->chunk_width;
+        }
+        data[i] = t->stream;
+        lengths[i] = t->len;
+    }
+    batch_state *bs = state_for(nv, n);
+    if (bs == NULL) {
+        return SP_E_IO;
+    }
+    int s = API.decode_batched(nv->handle, bs->state, data, lengths, images, ctx->stream);
+    if (s != NVJPEG_OK) {
+        bs->batch_size = 0; /* re-initialise before its next use */
+        sp_cuda_note_fallback("nvjpegDecodeBatched failed (status %d)", s);
+        return SP_E_IO;
+    }
+    for (int i = 0; i < n; i++) {
+        const tile_job *t = &tiles[i];
+        int64_t tx = t->col * (int64_t)d->chunk_width, ty = t->row * (int64_t)d->chunk_height;
+        uint8_t *out = dst + (t->cy0 - ly) * stride + (t->cx0 - lx) * bpp;
+        int e = sp_cuda_launch_jpeg_planes(&t->planes, (int)(t->cx0 - tx), (int)(t->cy0 - ty),
+                                           (int)(t->cx1 - t->cx0), (int)(t->cy1 - t->cy0), out,
+                                           stride, bpp, ctx->stream);
+        if (e != 0) {
+            return sp_cuda_note_fallback("the JPEG planes kernel failed: %s",
+                                         cudaGetErrorString((cudaError_t)e));
+        }
+    }
+    /* the streams are host memory that nvJPEG may still read: wait before they are freed */
+    cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    if (e != cudaSuccess) {
+        bs->batch_size = 0;
+        sp_cuda_note_fallback("nvJPEG decoding failed: %s", cudaGetErrorString(e));
+        return SP_E_IO;
+    }
+    return SP_OK;
+}
+
+/* The nvJPEG mode from SLIDEPIPE_NVJPEG: 0 off ("0", "off"), 1 the default back end only
+ * ("default"), 2 the hardware decoder when there is one (unset or anything else). */
+static int nvjpeg_mode(void) {
+    const char *v = getenv("SLIDEPIPE_NVJPEG");
+    if (v == NULL) {
+        return 2;
+    }
+    if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0) {
+        return 0;
+    }
+    return strcmp(v, "default") == 0 ? 1 : 2;
+}
+
+sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                              uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
+                              int64_t w, int64_t h) {
+    int mode = nvjpeg_mode();
+    if (mode == 0) {
+        return sp_cuda_note_fallback("nvJPEG disabled by SLIDEPIPE_NVJPEG=0");
+    }
+    sp_tiff_jpeg_level jl;
+    if (!sp_tiff_jpeg_level_of(slide, level, &jl)) {
+        if (sp_cuda_raw_level(slide, level)) {
+            return SP_E_UNSUPPORTED; /* the direct path's level: it noted why it declined */
+        }
+        return sp_cuda_note_fallback("level %d's tiles are neither baseline RGB/YCbCr JPEG nor "
+                                     "uncompressed RGB in TIFF: decoded on the CPU",
+                                     (int)level);
+    }
+    if (sp_slide_error(slide) != NULL) {
+        return sp_cuda_note_fallback("the slide has a sticky error");
+    }
+    pthread_once(&API_ONCE, load_api);
+    if (!API_OK) {
+        return sp_cuda_note_fallback("%s", API_WHY);
+    }
+    int bpp = sp_pixel_format_bytes(format);
+    const sp_level *l = &slide->levels[level];
+    const sp_tiff_dir *d = jl.dir;
+    /* level coordinates of the origin, as sp_slide_read_region computes them */
+    double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
+    if (!(fabs(lxd) < 9e15 && fabs(lyd) < 9e15) || d->chunk_width > 65536 ||
+        d->chunk_height > 65536 || 3 * d->chunk_width * d->chunk_height > SCRATCH_MAX) {
+        return sp_cuda_note_fallback("region origin or tile size out of this path's range");
+    }
+    int64_t lx = (int64_t)lxd, ly = (int64_t)lyd;
+    int64_t x0 = lx > 0 ? lx : 0, y0 = ly > 0 ? ly : 0;
+    int64_t x1 = lx + w < l->width ? lx + w : l->width;
+    int64_t y1 = ly + h < l->height ? ly + h : l->height;
+    if (x0 >= x1 || y0 >= y1) {
+        return sp_cuda_note_fallback("the region lies outside the level");
+    }
+    sp_nvjpeg *nv = decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
+    if (nv == NULL) {
+        return SP_E_UNSUPPORTED;
+    }
+    int64_t tw = (int64_t)d->chunk_width, th = (int64_t)d->chunk_height;
+    int64_t col0 = x0 / tw, col1 = (x1 - 1) / tw, row0 = y0 / th, row1 = (y1 - 1) / th;
+    int64_t count = (col1 - col0 + 1) * (row1 - row0 + 1);
+    size_t slot_bytes = (size_t)(3 * tw * th);
+    int64_t slots = (int64_t)(SCRATCH_MAX / slot_bytes);
+    slots = slots < BATCH_MAX ? slots : BATCH_MAX;
+    slots = slots < count ? slots : count;
+    if (nv->scratch_bytes < (size_t)slots * slot_bytes) {
+        cudaFree(nv->scratch);
+        nv->scratch = NULL;
+        nv->scratch_bytes = 0;
+        cudaError_t e = cudaMalloc((void **)&nv->scratch, (size_t)slots * slot_bytes);
+        if (e != cudaSuccess) {
+            nv->scratch = NULL;
+            (void)cudaGetLastError();
+            return sp_cuda_note_fallback("cannot allocate the nvJPEG scratch: %s",
+                                         cudaGetErrorString(e));
+        }
+        nv->scratch_bytes = (size_t)slots * slot_bytes;
+    }
+    tile_job *tiles = calloc((size_t)slots, sizeof *tiles);
+    if (tiles == NULL) {
+        return sp_cuda_note_fallback("out of memory");
+    }
+    sp_status st = SP_OK;
+    if (x0 > lx || y0 > ly || x1 < lx + w || y1 < ly + h) {
+        /* pixels outside the level: transparent, or the background in RGB (as region.c) */
+        uint8_t empty[4] = {0, 0, 0, 0};
+        if (format == SP_PIXEL_RGB8) {
+            memcpy(empty, slide->background, 3);
+        }
+        int e = sp_cuda_launch_fill_pixels(dst, stride, w, h, bpp, empty, ctx->stream);
+        if (e != 0) {
+            st = sp_cuda_note_fallback("the fill kernel failed: %s",
+                                       cudaGetErrorString((cudaError_t)e));
+        }
+    }
+    int64_t done = 0;
+    for (int64_t k = 0; st == SP_OK && k < count;) {
+        int n = 0;
+        for (; n < slots && k < count; n++, k++) {
+            tile_job *t = &tiles[n];
+            memset(t, 0, sizeof *t);
+            t->row = row0 + k / (col1 - col0 + 1);
+            t->col = col0 + k % (col1 - col0 + 1);
+            int64_t tx = t->col * tw, ty = t->row * th;
+            t->cx0 = tx > x0 ? tx : x0;
+            t->cy0 = ty > y0 ? ty : y0;
+            t->cx1 = tx + tw < x1 ? tx + tw : x1;
+            t->cy1 = ty + th < y1 ? ty + th : y1;
+        }
+        st = run_batch(ctx, nv, &jl, tiles, n, slot_bytes, dst, stride, bpp, lx, ly);
+        for (int i = 0; i < n; i++) {
+            free(tiles[i].stream);
+            tiles[i].stream = NULL;
+        }
+        done += n;
+    }
+    free(tiles);
+    if (st != SP_OK) {
+        /* leave the stream idle and the runtime's last error clear for the CPU path */
+        cudaStreamSynchronize(ctx->stream);
+        (void)cudaGetLastError();
+        if (st == SP_E_IO && nv->hardware) {
+            /* the hardware decoder failed where it said it could decode: the default back end
+             * from the next region on */
+            sp_cuda_nvjpeg_destroy(ctx);
+            ctx->nvjpeg_no_hardware = 1;
+        }
+        return SP_E_UNSUPPORTED;
+    }
+    atomic_fetch_add(&NVJPEG_REGIONS, 1);
+    atomic_fetch_add(&NVJPEG_TILES, (uint64_t)done);
+    return SP_OK;
+}

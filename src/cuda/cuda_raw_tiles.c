@@ -1,0 +1,151 @@
+/* cuda_raw_tiles.c — region reads into device memory from uncompressed tiles without a CPU pass
+ * over the pixels: for a TIFF level of uncompressed, tiled, 8-bit, chunky RGB (what
+ * make-bench-slides.sh's raw.tif and scanners' uncompressed exports are) read as RGB8, a tile's
+ * stored rows are already the destination's bytes. So the rows of each tile that the region needs
+ * are read from the file straight into the context's pinned staging (one pread per tile part),
+ * and 2-D asynchronous copies put them in place in the caller's rows; the two staging buffers
+ * alternate, an event per buffer keeping a buffer from being refilled before its copies are done,
+ * so reading the next batch of tiles overlaps the copies of the previous one.
+ *
+ * The bytes are those the CPU path gives (a copy of the same stored samples). Anything else —
+ * another layout or format, RGBA8 output, a missing or short tile, a read error — goes to the
+ * CPU path, which rewrites the whole destination. (cuFile, GPUDirect Storage, would read into
+ * device memory without the staging copy; it is not used yet.) */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/slide_internal.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/jpeg_planes.h"
+#include "formats/tiff_slide.h"
+#include "tiff/tiff.h"
+
+/* The level's TIFF directory when its tiles can be copied as they are stored, else NULL. */
+static const sp_tiff_dir *raw_rgb_dir(const sp_slide *s, int32_t level) {
+    if (s->ops != &sp_tiff_slide_ops || level < 0 || level >= s->n_levels) {
+        return NULL;
+    }
+    const sp_tiff_dir *d = s->levels[level].priv;
+    if (d == NULL || !d->tiled || d->compression != SP_COMPRESSION_NONE ||
+        d->bits_per_sample != 8 || d->samples_per_pixel != 3 || d->planar_config != 1 ||
+        d->photometric != SP_PHOTOMETRIC_RGB || d->predictor != 1 || d->sample_format != 1 ||
+        d->extra_samples != 0 || d->chunk_width == 0 || d->chunk_height == 0) {
+        return NULL;
+    }
+    return d;
+}
+
+bool sp_cuda_raw_level(const sp_slide *slide, int32_t level) {
+    return raw_rgb_dir(slide, level) != NULL;
+}
+
+sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                           uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
+                           int64_t w, int64_t h) {
+    const sp_tiff_dir *d = raw_rgb_dir(slide, level);
+    if (d == NULL) {
+        return SP_E_UNSUPPORTED; /* not this path's kind of level: nothing to note */
+    }
+    if (format != SP_PIXEL_RGB8) {
+        return sp_cuda_note_fallback("uncompressed tiles are copied directly into RGB8 only");
+    }
+    if (sp_slide_error(slide) != NULL) {
+        return sp_cuda_note_fallback("the slide has a sticky error");
+    }
+    const sp_tiff *t = slide->container;
+    const sp_level *l = &slide->levels[level];
+    int64_t tw = (int64_t)d->chunk_width, th = (int64_t)d->chunk_height;
+    uint64_t row_bytes = (uint64_t)tw * 3;
+    double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
+    if (!(fabs(lxd) < 9e15 && fabs(lyd) < 9e15) || tw > 65536 || th > 65536 ||
+        row_bytes * (uint64_t)th > SP_CUDA_STAGING_BYTES) {
+        return sp_cuda_note_fallback("region origin or tile size out of the direct path's range");
+    }
+    int64_t lx = (int64_t)lxd, ly = (int64_t)lyd;
+    int64_t x0 = lx > 0 ? lx : 0, y0 = ly > 0 ? ly : 0;
+    int64_t x1 = lx + w < l->width ? lx + w : l->width;
+    int64_t y1 = ly + h < l->height ? ly + h : l->height;
+    if (x0 >= x1 || y0 >= y1) {
+        return sp_cuda_note_fallback("the region lies outside the level");
+    }
+    sp_status st = sp_cuda_staging(ctx);
+    if (st != SP_OK) {
+        return sp_cuda_note_fallback("no pinned staging: %s", ctx->message);
+    }
+    if (x0 > lx || y0 > ly || x1 < lx + w || y1 < ly + h) {
+        /* pixels outside the level get the background, as region.c does in RGB8 */
+        uint8_t empty[4] = {slide->background[0], slide->background[1], slide->background[2], 0};
+        int e = sp_cuda_launch_fill_pixels(dst, stride, w, h, 3, empty, ctx->stream);
+        if (e != 0) {
+            return sp_cuda_note_fallback("the fill kernel failed: %s",
+                                         cudaGetErrorString((cudaError_t)e));
+        }
+    }
+    int64_t col0 = x0 / tw, col1 = (x1 - 1) / tw, row0 = y0 / th, row1 = (y1 - 1) / th;
+    int64_t across = col1 - col0 + 1, count = across * (row1 - row0 + 1);
+    size_t used = SP_CUDA_STAGING_BYTES; /* bytes of the current buffer filled; full: switch */
+    int b = 1;
+    for (int64_t k = 0; k < count && st == SP_OK; k++) {
+        int64_t row = row0 + k / across, col = col0 + k % across;
+        int64_t tx = col * tw, ty = row * th;
+        int64_t cx0 = tx > x0 ? tx : x0, cy0 = ty > y0 ? ty : y0;
+        int64_t cx1 = tx + tw < x1 ? tx + tw : x1, cy1 = ty + th < y1 ? ty + th : y1;
+        uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
+        uint64_t offset = d->chunk_offsets[index], stored = d->chunk_byte_counts[index];
+        if (offset == 0 || stored == 0) {
+            st = sp_cuda_note_fallback("tile (%lld, %lld) is missing", (long long)col,
+                                       (long long)row);
+            break;
+        }
+        if (stored < row_bytes * (uint64_t)th) {
+            st =
+                sp_cuda_note_fallback("tile (%lld, %lld) is short", (long long)col, (long long)row);
+            break;
+        }
+        /* only the tile's rows the region needs, whole rows (one read) */
+        size_t part = (size_t)(row_bytes * (uint64_t)(cy1 - cy0));
+        if (used + part > SP_CUDA_STAGING_BYTES) {
+            /* next buffer: record the copies out of this one, wait for that one's copies */
+            cudaError_t e = cudaEventRecord(ctx->uploaded[b], ctx->stream);
+            b ^= 1;
+            if (e == cudaSuccess) {
+                e = cudaEventSynchronize(ctx->uploaded[b]);
+            }
+            if (e != cudaSuccess) {
+                st = sp_cuda_note_fallback("staging switch failed: %s", cudaGetErrorString(e));
+                break;
+            }
+            used = 0;
+        }
+        uint8_t *buf = ctx->staging[b] + used;
+        sp_err err = {0};
+        st = sp_source_read(t->src, offset + row_bytes * (uint64_t)(cy0 - ty), buf, part, &err);
+        if (st != SP_OK) {
+            st = sp_cuda_note_fallback("%s", err.msg);
+            break;
+        }
+        cudaError_t e =
+            cudaMemcpy2DAsync(dst + (cy0 - ly) * stride + (cx0 - lx) * 3, (size_t)stride,
+                              buf + (cx0 - tx) * 3, (size_t)row_bytes, (size_t)(cx1 - cx0) * 3,
+                              (size_t)(cy1 - cy0), cudaMemcpyHostToDevice, ctx->stream);
+        if (e != cudaSuccess) {
+            st = sp_cuda_note_fallback("a tile's copy failed: %s", cudaGetErrorString(e));
+            break;
+        }
+        used += part;
+    }
+    /* the staging must not be reused by anyone before these copies are done */
+    cudaError_t e = cudaEventRecord(ctx->uploaded[b], ctx->stream);
+    cudaError_t es = cudaStreamSynchronize(ctx->stream);
+    if (st == SP_OK && (e != cudaSuccess || es != cudaSuccess)) {
+        st = sp_cuda_note_fallback("the copies failed: %s",
+                                   cudaGetErrorString(e != cudaSuccess ? e : es));
+    }
+    if (st != SP_OK) {
+        (void)cudaGetLastError();
+        return SP_E_UNSUPPORTED;
+    }
+    sp_cuda_count_direct_region();
+    return SP_OK;
+}
