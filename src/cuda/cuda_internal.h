@@ -62,6 +62,18 @@ bool sp_cuda_raw_level(const sp_slide *slide, int32_t level);
 void sp_cuda_nvjpeg_count_cpu_region(void);
 void sp_cuda_count_direct_region(void);
 
+/* A region's place in its level: the level coordinates (lx, ly) of its origin, as
+ * sp_slide_read_region computes them, and the part inside the level, [x0, x1) x [y0, y1). */
+typedef struct sp_cuda_span {
+    int64_t lx, ly, x0, y0, x1, y1;
+} sp_cuda_span;
+
+/* Fill *span for a region at level-0 (x, y) of w x h on a level of the given size and downsample;
+ * false, with the reason noted as a fallback, when the origin is out of range or the region lies
+ * wholly outside the level. */
+bool sp_cuda_level_span(int64_t level_width, int64_t level_height, double downsample, int64_t x,
+                        int64_t y, int64_t w, int64_t h, sp_cuda_span *span);
+
 /* Keep why the last region went to the CPU path (printf-style); returns SP_E_UNSUPPORTED. */
 sp_status sp_cuda_note_fallback(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

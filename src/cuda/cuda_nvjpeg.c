@@ -21,7 +21,6 @@
  *
  * The nvJPEG types and functions used are declared here from NVIDIA's documented API (the
  * enumerations are C ints) and looked up with dlsym, so building needs no nvJPEG header. */
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -449,19 +448,15 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     int bpp = sp_pixel_format_bytes(format);
     const sp_level *l = &slide->levels[level];
     const sp_tiff_dir *d = jl.dir;
-    /* level coordinates of the origin, as sp_slide_read_region computes them */
-    double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
-    if (!(fabs(lxd) < 9e15 && fabs(lyd) < 9e15) || d->chunk_width > 65536 ||
-        d->chunk_height > 65536 || 3 * d->chunk_width * d->chunk_height > SCRATCH_MAX) {
-        return sp_cuda_note_fallback("region origin or tile size out of this path's range");
+    if (d->chunk_width > 65536 || d->chunk_height > 65536 ||
+        3 * d->chunk_width * d->chunk_height > SCRATCH_MAX) {
+        return sp_cuda_note_fallback("tile size out of this path's range");
     }
-    int64_t lx = (int64_t)lxd, ly = (int64_t)lyd;
-    int64_t x0 = lx > 0 ? lx : 0, y0 = ly > 0 ? ly : 0;
-    int64_t x1 = lx + w < l->width ? lx + w : l->width;
-    int64_t y1 = ly + h < l->height ? ly + h : l->height;
-    if (x0 >= x1 || y0 >= y1) {
-        return sp_cuda_note_fallback("the region lies outside the level");
+    sp_cuda_span span;
+    if (!sp_cuda_level_span(l->width, l->height, l->downsample, x, y, w, h, &span)) {
+        return SP_E_UNSUPPORTED; /* it noted why */
     }
+    int64_t lx = span.lx, ly = span.ly, x0 = span.x0, y0 = span.y0, x1 = span.x1, y1 = span.y1;
     sp_nvjpeg *nv = decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
     if (nv == NULL) {
         return SP_E_UNSUPPORTED;

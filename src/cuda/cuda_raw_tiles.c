@@ -11,7 +11,6 @@
  * another layout or format, RGBA8 output, a missing or short tile, a read error — goes to the
  * CPU path, which rewrites the whole destination. (cuFile, GPUDirect Storage, would read into
  * device memory without the staging copy; it is not used yet.) */
-#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -57,18 +56,14 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
     const sp_level *l = &slide->levels[level];
     int64_t tw = (int64_t)d->chunk_width, th = (int64_t)d->chunk_height;
     uint64_t row_bytes = (uint64_t)tw * 3;
-    double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
-    if (!(fabs(lxd) < 9e15 && fabs(lyd) < 9e15) || tw > 65536 || th > 65536 ||
-        row_bytes * (uint64_t)th > SP_CUDA_STAGING_BYTES) {
-        return sp_cuda_note_fallback("region origin or tile size out of the direct path's range");
+    if (tw > 65536 || th > 65536 || row_bytes * (uint64_t)th > SP_CUDA_STAGING_BYTES) {
+        return sp_cuda_note_fallback("tile size out of the direct path's range");
     }
-    int64_t lx = (int64_t)lxd, ly = (int64_t)lyd;
-    int64_t x0 = lx > 0 ? lx : 0, y0 = ly > 0 ? ly : 0;
-    int64_t x1 = lx + w < l->width ? lx + w : l->width;
-    int64_t y1 = ly + h < l->height ? ly + h : l->height;
-    if (x0 >= x1 || y0 >= y1) {
-        return sp_cuda_note_fallback("the region lies outside the level");
+    sp_cuda_span span;
+    if (!sp_cuda_level_span(l->width, l->height, l->downsample, x, y, w, h, &span)) {
+        return SP_E_UNSUPPORTED; /* it noted why */
     }
+    int64_t lx = span.lx, ly = span.ly, x0 = span.x0, y0 = span.y0, x1 = span.x1, y1 = span.y1;
     sp_status st = sp_cuda_staging(ctx);
     if (st != SP_OK) {
         return sp_cuda_note_fallback("no pinned staging: %s", ctx->message);

@@ -94,3 +94,23 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     }
     return st;
 }
+
+bool sp_cuda_level_span(int64_t level_width, int64_t level_height, double downsample, int64_t x,
+                        int64_t y, int64_t w, int64_t h, sp_cuda_span *span) {
+    double lx = floor((double)x / downsample), ly = floor((double)y / downsample);
+    if (!(fabs(lx) < 9e15 && fabs(ly) < 9e15)) {
+        sp_cuda_note_fallback("region origin out of range");
+        return false;
+    }
+    span->lx = (int64_t)lx;
+    span->ly = (int64_t)ly;
+    span->x0 = span->lx > 0 ? span->lx : 0;
+    span->y0 = span->ly > 0 ? span->ly : 0;
+    span->x1 = span->lx + w < level_width ? span->lx + w : level_width;
+    span->y1 = span->ly + h < level_height ? span->ly + h : level_height;
+    if (span->x0 >= span->x1 || span->y0 >= span->y1) {
+        sp_cuda_note_fallback("the region lies outside the level");
+        return false;
+    }
+    return true;
+}
