@@ -3,17 +3,17 @@
  * Chunks arrive whole from any thread. Each is encoded, hashed and written to
  * "<final>.tmp-XXXXXX" (mkstemp, same folder) and renamed into place only after its bytes are on
  * stable storage, so a killed run or a power cut leaves either the complete chunk or nothing under
- * its final name. Chunk files are made durable in batches by a background thread
- * (durable_renames.c): one syncfs() per batch, then the batch's renames, while the writers go on
- * encoding (an fsync per chunk cost more wall time than encoding on
- * a busy disk). Metadata, manifest and marker are fsync'd one by one. The store's mutex guards only
- * the shared tables (the manifest entries, the written-chunk bitmaps and the shards in flight);
- * encoding, hashing and file I/O run outside it. With sharding an encoded inner chunk waits in
- * its shard's slot until every inner chunk of that shard that lies in the array has arrived, and
- * the thread that delivers the last one assembles and writes the shard, so memory holds only the
- * shards in flight. sp_zarr_store_finish checks that every chunk was written, writes the arrays'
- * metadata, flushes the file system, then writes the manifest (sorted by path, so the dataset
- * hash is independent of thread timing) and last the completion marker.
+ * its final name. Chunk files are made durable in groups by a background thread
+ * (durable_renames.c): one syncfs() covers every file handed over before it began, then those
+ * files are renamed, while the writers go on encoding (an fsync per chunk cost more wall time than
+ * encoding on a busy disk). Metadata, manifest and marker are fsync'd one by one. The store's mutex
+ * guards only the shared tables (the manifest entries, the written-chunk bitmaps and the shards in
+ * flight); encoding, hashing and file I/O run outside it. With sharding an encoded inner chunk
+ * waits in its shard's slot until every inner chunk of that shard that lies in the array has
+ * arrived, and the thread that delivers the last one assembles and writes the shard, so memory
+ * holds only the shards in flight. sp_zarr_store_finish checks that every chunk was written, writes
+ * the arrays' metadata, flushes the file system, then writes the manifest (sorted by path, so the
+ * dataset hash is independent of thread timing) and last the completion marker.
  *
  * Resume: a store reopened with resume=true keeps what is there. A chunk or shard whose final
  * file exists is not encoded again; its bytes are read back and hashed. Stale temporary files of
@@ -414,7 +414,6 @@ done:
     free(tmp);
     return st;
 }
-
 
 /* Record a file in the manifest (under the lock). */
 static sp_status record(sp_zarr_store *s, const char *relpath, const char *hash, sp_err *err) {
