@@ -387,6 +387,7 @@ static sp_status parse_subifds(parse_state *ps, sp_tiff_dir *d, int depth, sp_er
         }
         st = parse_ifd(ps, off, depth + 1, &d->subifds[d->n_subifds], &unused, err);
         if (st != SP_OK) {
+            dir_free(&d->subifds[d->n_subifds]); /* not counted yet: what it parsed is freed here */
             return st;
         }
         d->n_subifds++;
