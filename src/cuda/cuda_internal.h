@@ -74,6 +74,13 @@ typedef struct sp_cuda_span {
 bool sp_cuda_level_span(int64_t level_width, int64_t level_height, double downsample, int64_t x,
                         int64_t y, int64_t w, int64_t h, sp_cuda_span *span);
 
+/* Where a region reaches past its level (span narrower than w x h), fill the whole destination
+ * with what lies outside a level, as the CPU reader does: transparent, or the slide's background
+ * in RGB8; the tiles are painted over it afterwards. SP_OK, or the reason noted as a fallback. */
+sp_status sp_cuda_fill_outside(sp_cuda_context *ctx, const sp_slide *slide, sp_pixel_format format,
+                               uint8_t *dst, int64_t stride, int64_t w, int64_t h,
+                               const sp_cuda_span *span);
+
 /* Keep why the last region went to the CPU path (printf-style); returns SP_E_UNSUPPORTED. */
 sp_status sp_cuda_note_fallback(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -485,19 +485,7 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     if (tiles == NULL) {
         return sp_cuda_note_fallback("out of memory");
     }
-    sp_status st = SP_OK;
-    if (x0 > lx || y0 > ly || x1 < lx + w || y1 < ly + h) {
-        /* pixels outside the level: transparent, or the background in RGB (as region.c) */
-        uint8_t empty[4] = {0, 0, 0, 0};
-        if (format == SP_PIXEL_RGB8) {
-            memcpy(empty, slide->background, 3);
-        }
-        int e = sp_cuda_launch_fill_pixels(dst, stride, w, h, bpp, empty, ctx->stream);
-        if (e != 0) {
-            st = sp_cuda_note_fallback("the fill kernel failed: %s",
-                                       cudaGetErrorString((cudaError_t)e));
-        }
-    }
+    sp_status st = sp_cuda_fill_outside(ctx, slide, format, dst, stride, w, h, &span);
     int64_t done = 0;
     for (int64_t k = 0; st == SP_OK && k < count;) {
         int n = 0;

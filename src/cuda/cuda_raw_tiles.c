@@ -68,14 +68,9 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
     if (st != SP_OK) {
         return sp_cuda_note_fallback("no pinned staging: %s", ctx->message);
     }
-    if (x0 > lx || y0 > ly || x1 < lx + w || y1 < ly + h) {
-        /* pixels outside the level get the background, as region.c does in RGB8 */
-        uint8_t empty[4] = {slide->background[0], slide->background[1], slide->background[2], 0};
-        int e = sp_cuda_launch_fill_pixels(dst, stride, w, h, 3, empty, ctx->stream);
-        if (e != 0) {
-            return sp_cuda_note_fallback("the fill kernel failed: %s",
-                                         cudaGetErrorString((cudaError_t)e));
-        }
+    st = sp_cuda_fill_outside(ctx, slide, format, dst, stride, w, h, &span);
+    if (st != SP_OK) {
+        return st;
     }
     int64_t col0 = x0 / tw, col1 = (x1 - 1) / tw, row0 = y0 / th, row1 = (y1 - 1) / th;
     int64_t across = col1 - col0 + 1, count = across * (row1 - row0 + 1);

@@ -8,9 +8,12 @@
  * area is zeroed on the device. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/level_coords.h"
+#include "core/slide_internal.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/jpeg_planes.h"
 
 /* Zero the w-byte x h destination rows after a failure (best effort: the error is already set). */
 static void zero_device_area(sp_cuda_context *ctx, void *dst, int64_t stride, size_t row_bytes,
@@ -113,4 +116,24 @@ bool sp_cuda_level_span(int64_t level_width, int64_t level_height, double downsa
         return false;
     }
     return true;
+}
+
+sp_status sp_cuda_fill_outside(sp_cuda_context *ctx, const sp_slide *slide, sp_pixel_format format,
+                               uint8_t *dst, int64_t stride, int64_t w, int64_t h,
+                               const sp_cuda_span *span) {
+    if (span->x0 == span->lx && span->y0 == span->ly && span->x1 == span->lx + w &&
+        span->y1 == span->ly + h) {
+        return SP_OK;
+    }
+    uint8_t empty[4] = {0, 0, 0, 0};
+    if (format == SP_PIXEL_RGB8) {
+        memcpy(empty, slide->background, 3);
+    }
+    int e = sp_cuda_launch_fill_pixels(dst, stride, w, h, sp_pixel_format_bytes(format), empty,
+                                       ctx->stream);
+    if (e != 0) {
+        return sp_cuda_note_fallback("the fill kernel failed: %s",
+                                     cudaGetErrorString((cudaError_t)e));
+    }
+    return SP_OK;
 }
