@@ -50,6 +50,12 @@ FILE *cli_create_temp(const char *path, char **tmp);
  * step succeeds, else remove it and print why. Frees `tmp`; returns whether `path` was written. */
 bool cli_commit_temp(FILE *f, char *tmp, const char *path, bool ok);
 
+/* Parse the options of a command that has only --json and --help, and check that `nargs`
+ * arguments follow (`what` names them in the usage error). Returns CLI_OK with *json set, -1
+ * after printing the usage for --help, or the usage error's exit code. */
+int cli_parse_json_only(int argc, char **argv, const char *usage, int nargs, const char *what,
+                        bool *json);
+
 /* Allocator settings for slidepipe's programs (called first thing in main). */
 void cli_tune_allocator(void);
 

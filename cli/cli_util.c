@@ -1,5 +1,6 @@
 /* cli_util.c — shared helpers of the command-line front end (see cli.h). */
 #include <errno.h>
+#include <getopt.h>
 #include <malloc.h>
 #include <png.h>
 #include <stdarg.h>
@@ -241,4 +242,26 @@ int cli_check_codec_level(const char *usage, int codec, int64_t level, const cha
 void cli_tune_allocator(void) {
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
+int cli_parse_json_only(int argc, char **argv, const char *usage, int nargs, const char *what,
+                        bool *json) {
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    *json = false;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': *json = true; break;
+        case 'h': printf("usage: %s\n", usage); return -1;
+        default: return cli_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != nargs) {
+        return nargs == 0 ? cli_usage_error(usage, "unexpected argument '%s'", argv[optind])
+                          : cli_usage_error(usage, "expected exactly %s", what);
+    }
+    return CLI_OK;
 }

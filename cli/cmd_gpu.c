@@ -3,7 +3,6 @@
  * would pick (SLIDEPIPE_CUDA_DEVICE or the MPI/Slurm local rank), and whether the run-time
  * libraries nvJPEG, cuFile and cuFFT were found. Always exits 0 when it could answer: having no GPU
  * is an answer, not an error. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,21 +12,10 @@
 static const char USAGE[] = "slidepipe gpu [--json]";
 
 int cmd_gpu(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    bool json = false;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = true; break;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind != argc) {
-        return cli_usage_error(USAGE, "unexpected argument '%s'", argv[optind]);
+    bool json;
+    int rc = cli_parse_json_only(argc, argv, USAGE, 0, NULL, &json);
+    if (rc != CLI_OK) {
+        return rc < 0 ? CLI_OK : rc;
     }
     char why[300];
     int n = sp_cuda_device_count(why, sizeof why);

@@ -2,7 +2,6 @@
  * associated images and properties, as text for people or as one JSON object (DESIGN.md's
  * contract) for programs. */
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,31 +108,19 @@ static void print_text(sp_slide *slide, const char *path) {
 }
 
 int cmd_info(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    bool json = false;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = true; break;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
-        }
+    bool json;
+    int rc = cli_parse_json_only(argc, argv, USAGE, 1, "one SLIDE", &json);
+    if (rc != CLI_OK) {
+        return rc < 0 ? CLI_OK : rc;
     }
-    if (optind != argc - 1) {
-        return cli_usage_error(USAGE, "expected exactly one SLIDE");
-    }
-    sp_slide *slide = cli_open_slide(argv[optind]);
+    sp_slide *slide = cli_open_slide(argv[argc - 1]);
     if (slide == NULL) {
         return CLI_RUNTIME_ERROR;
     }
-    int rc = CLI_OK;
     if (json) {
         rc = print_json(slide);
     } else {
-        print_text(slide, argv[optind]);
+        print_text(slide, argv[argc - 1]);
     }
     sp_slide_close(slide);
     return rc;

@@ -3,7 +3,6 @@
  * when the store is intact, 1 when any file is missing or changed, or when the store has no
  * manifest or completion marker (an unfinished conversion). */
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,23 +28,12 @@ static void report(void *user, const char *path, const char *problem) {
 }
 
 int cmd_verify(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     report_state r = {0};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': r.json = true; break;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
-        }
+    int rc = cli_parse_json_only(argc, argv, USAGE, 1, "one OUT.zarr", &r.json);
+    if (rc != CLI_OK) {
+        return rc < 0 ? CLI_OK : rc;
     }
-    if (optind != argc - 1) {
-        return cli_usage_error(USAGE, "expected exactly one OUT.zarr");
-    }
-    const char *path = argv[optind];
+    const char *path = argv[argc - 1];
     if (r.json && (r.list = cJSON_CreateArray()) == NULL) {
         return cli_fail("out of memory");
     }
