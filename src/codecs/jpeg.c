@@ -421,16 +421,22 @@ static sp_status jpeg_run(sp_jpeg_job *job, sp_status (*body)(sp_jpeg_job *, sp_
     return st;
 }
 
+/* Whether an output area of width x height pixels of bpp bytes, rows `stride` apart, is
+ * addressable: its last byte, (height - 1) * stride + width * bpp, fits in size_t, and rows do not
+ * overlap. */
+static bool area_fits(uint64_t width, uint64_t height, unsigned bpp, size_t stride) {
+    uint64_t row_bytes = 0, extent = 0;
+    return sp_mul_u64(width, bpp, &row_bytes) &&
+           (height == 0 ||
+            (sp_mul_u64(height - 1, stride, &extent) && sp_add_u64(extent, row_bytes, &extent))) &&
+           extent <= SIZE_MAX && (height <= 1 || stride >= row_bytes);
+}
+
 sp_status sp_jpeg_decode_rgba(const uint8_t *data, size_t len, const uint8_t *tables,
                               size_t tables_len, sp_jpeg_space space, uint64_t width,
                               uint64_t height, uint8_t *rgba, size_t stride, sp_err *err) {
-    /* the area's last byte, (height - 1) * stride + width * 4, must be addressable */
-    uint64_t row_bytes = 0, extent = 0;
-    bool area_ok = sp_mul_u64(width, 4, &row_bytes) &&
-                   (height == 0 || (sp_mul_u64(height - 1, stride, &extent) &&
-                                    sp_add_u64(extent, row_bytes, &extent))) &&
-                   extent <= SIZE_MAX && (height <= 1 || stride >= row_bytes);
-    if (data == NULL || !area_ok || (rgba == NULL && width > 0 && height > 0)) {
+    if (data == NULL || !area_fits(width, height, 4, stride) ||
+        (rgba == NULL && width > 0 && height > 0)) {
         return sp_err_set(err, SP_E_INVALID_ARG, "JPEG: bad output area %llux%llu, stride %zu",
                           (unsigned long long)width, (unsigned long long)height, stride);
     }
@@ -460,11 +466,7 @@ sp_status sp_jpeg_decode_area(const uint8_t *data, size_t len, const uint8_t *ta
     image_width = image_width ? image_width : &dummy_w;
     image_height = image_height ? image_height : &dummy_h;
     *image_width = *image_height = 0;
-    uint64_t row_bytes = 0, extent = 0;
-    bool area_ok = (bpp == 3 || bpp == 4) && sp_mul_u64(width, bpp, &row_bytes) &&
-                   (height == 0 || (sp_mul_u64(height - 1, stride, &extent) &&
-                                    sp_add_u64(extent, row_bytes, &extent))) &&
-                   extent <= SIZE_MAX && (height <= 1 || stride >= row_bytes) &&
+    bool area_ok = (bpp == 3 || bpp == 4) && area_fits(width, height, bpp, stride) &&
                    x <= UINT32_MAX && y <= UINT32_MAX && width <= UINT32_MAX &&
                    height <= UINT32_MAX;
     if (data == NULL || !area_ok || (dst == NULL && width > 0 && height > 0) ||
