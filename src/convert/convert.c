@@ -30,6 +30,7 @@
 
 #include "convert/pyramid.h"
 #include "core/err.h"
+#include "core/int_options.h"
 #include "core/numbers.h"
 #include "core/slide_internal.h"
 #include "zarr/ome_json.h"
@@ -53,25 +54,31 @@ struct sp_convert_options {
     int64_t value[SP_CONVERT_RESUME + 1];
 };
 
+/* Defaults and valid ranges, in sp_convert_option order (the level's range depends on the codec
+ * and is checked when the job starts). */
+static const sp_int_option CONVERT_OPTIONS[] = {
+    [SP_CONVERT_FORMAT] = {SP_ZARR_OME_04, SP_ZARR_OME_04, SP_ZARR_OME_05},
+    [SP_CONVERT_CHUNK] = {512, 256, 4096},
+    [SP_CONVERT_CODEC] = {SP_ZARR_CODEC_ZSTD, SP_ZARR_CODEC_ZSTD, SP_ZARR_CODEC_NONE},
+    [SP_CONVERT_LEVEL] = {0, 0, 22},
+    [SP_CONVERT_SHARD] = {0, 0, 256},
+    [SP_CONVERT_LEVELS] = {0, 0, MAX_LEVELS},
+    [SP_CONVERT_LAYOUT] = {SP_ZARR_LAYOUT_CYX, SP_ZARR_LAYOUT_CYX, SP_ZARR_LAYOUT_YXC},
+    [SP_CONVERT_THREADS] = {0, 0, MAX_THREADS},
+    [SP_CONVERT_RESUME] = {0, 0, 1},
+};
+#define CONVERT_OPTION_COUNT ((int)(sizeof CONVERT_OPTIONS / sizeof CONVERT_OPTIONS[0]))
+_Static_assert(CONVERT_OPTION_COUNT == SP_CONVERT_RESUME + 1, "one entry per option");
+
 sp_status sp_convert_options_create(sp_convert_options **out) {
     if (out == NULL) {
         return SP_E_INVALID_ARG;
     }
-    sp_convert_options *o = calloc(1, sizeof *o);
-    if (o == NULL) {
-        *out = NULL;
+    *out = malloc(sizeof **out);
+    if (*out == NULL) {
         return SP_E_NOMEM;
     }
-    o->value[SP_CONVERT_FORMAT] = SP_ZARR_OME_04;
-    o->value[SP_CONVERT_CHUNK] = 512;
-    o->value[SP_CONVERT_CODEC] = SP_ZARR_CODEC_ZSTD;
-    o->value[SP_CONVERT_LEVEL] = 0;
-    o->value[SP_CONVERT_SHARD] = 0;
-    o->value[SP_CONVERT_LEVELS] = 0;
-    o->value[SP_CONVERT_LAYOUT] = SP_ZARR_LAYOUT_CYX;
-    o->value[SP_CONVERT_THREADS] = 0;
-    o->value[SP_CONVERT_RESUME] = 0;
-    *out = o;
+    sp_int_options_reset(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, (*out)->value);
     return SP_OK;
 }
 
@@ -81,23 +88,8 @@ void sp_convert_options_destroy(sp_convert_options *options) {
 
 sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_option option,
                                  int64_t value) {
-    if (options == NULL) {
-        return SP_E_INVALID_ARG;
-    }
-    bool ok;
-    switch (option) {
-    case SP_CONVERT_FORMAT: ok = value == SP_ZARR_OME_04 || value == SP_ZARR_OME_05; break;
-    case SP_CONVERT_CHUNK: ok = value >= 256 && value <= 4096; break;
-    case SP_CONVERT_CODEC: ok = value >= SP_ZARR_CODEC_ZSTD && value <= SP_ZARR_CODEC_NONE; break;
-    case SP_CONVERT_LEVEL: ok = value >= 0 && value <= 22; break;
-    case SP_CONVERT_SHARD: ok = value >= 0 && value <= 256; break;
-    case SP_CONVERT_LEVELS: ok = value >= 0 && value <= MAX_LEVELS; break;
-    case SP_CONVERT_LAYOUT: ok = value == SP_ZARR_LAYOUT_CYX || value == SP_ZARR_LAYOUT_YXC; break;
-    case SP_CONVERT_THREADS: ok = value >= 0 && value <= MAX_THREADS; break;
-    case SP_CONVERT_RESUME: ok = value == 0 || value == 1; break;
-    default: ok = false; break;
-    }
-    if (!ok) {
+    if (options == NULL ||
+        !sp_int_option_ok(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, option, value)) {
         return SP_E_INVALID_ARG;
     }
     options->value[option] = value;

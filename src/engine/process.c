@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/int_options.h"
 #include "engine/engine.h"
 #include "ops/op.h"
 #include "zarr/ome_json.h"
@@ -28,28 +29,34 @@ struct sp_process_options {
     int64_t value[SP_PROCESS_DEVICE + 1];
 };
 
+/* Defaults and valid ranges, in sp_process_option order (the codec level's range depends on the
+ * codec and is checked when the job starts). The default codec level is the fastest of whichever
+ * codec: float32 output is four times the input's bytes and compression is the largest cost of a
+ * run (blosc-lz4 level 1 against its default 5 on the 16384² Sobel benchmark: 0.7-1 s less CPU of
+ * about 10, 5% larger output). */
+static const sp_int_option PROCESS_OPTIONS[] = {
+    [SP_PROCESS_LEVEL] = {0, 0, 1024},
+    [SP_PROCESS_CHUNK] = {1024, 16, 4096},
+    [SP_PROCESS_CODEC] = {SP_ZARR_CODEC_BLOSC_LZ4, SP_ZARR_CODEC_ZSTD, SP_ZARR_CODEC_NONE},
+    [SP_PROCESS_CODEC_LEVEL] = {1, 0, 22},
+    [SP_PROCESS_FORMAT] = {SP_ZARR_OME_04, SP_ZARR_OME_04, SP_ZARR_OME_05},
+    [SP_PROCESS_THREADS] = {0, 0, MAX_THREADS},
+    [SP_PROCESS_IN_FLIGHT] = {0, 0, 4 * MAX_THREADS},
+    [SP_PROCESS_MODE] = {SP_PROCESS_TILED, SP_PROCESS_TILED, SP_PROCESS_GLOBAL},
+    [SP_PROCESS_DEVICE] = {SP_DEVICE_CPU, SP_DEVICE_CPU, SP_DEVICE_CUDA},
+};
+#define PROCESS_OPTION_COUNT ((int)(sizeof PROCESS_OPTIONS / sizeof PROCESS_OPTIONS[0]))
+_Static_assert(PROCESS_OPTION_COUNT == SP_PROCESS_DEVICE + 1, "one entry per option");
+
 sp_status sp_process_options_create(sp_process_options **out) {
     if (out == NULL) {
         return SP_E_INVALID_ARG;
     }
-    sp_process_options *o = calloc(1, sizeof *o);
-    if (o == NULL) {
-        *out = NULL;
+    *out = malloc(sizeof **out);
+    if (*out == NULL) {
         return SP_E_NOMEM;
     }
-    o->value[SP_PROCESS_LEVEL] = 0;
-    o->value[SP_PROCESS_CHUNK] = 1024;
-    o->value[SP_PROCESS_CODEC] = SP_ZARR_CODEC_BLOSC_LZ4;
-    /* The fastest level of whichever codec: float32 output is four times the input's bytes and
-     * compression is the largest cost of a run (blosc-lz4 level 1 against its default 5 on the
-     * 16384² Sobel benchmark: 0.7-1 s less CPU of about 10, 5% larger output). */
-    o->value[SP_PROCESS_CODEC_LEVEL] = 1;
-    o->value[SP_PROCESS_FORMAT] = SP_ZARR_OME_04;
-    o->value[SP_PROCESS_THREADS] = 0;
-    o->value[SP_PROCESS_IN_FLIGHT] = 0;
-    o->value[SP_PROCESS_MODE] = SP_PROCESS_TILED;
-    o->value[SP_PROCESS_DEVICE] = SP_DEVICE_CPU;
-    *out = o;
+    sp_int_options_reset(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, (*out)->value);
     return SP_OK;
 }
 
@@ -59,23 +66,8 @@ void sp_process_options_destroy(sp_process_options *options) {
 
 sp_status sp_process_options_set(sp_process_options *options, sp_process_option option,
                                  int64_t value) {
-    if (options == NULL) {
-        return SP_E_INVALID_ARG;
-    }
-    bool ok;
-    switch (option) {
-    case SP_PROCESS_LEVEL: ok = value >= 0 && value <= 1024; break;
-    case SP_PROCESS_CHUNK: ok = value >= 16 && value <= 4096; break;
-    case SP_PROCESS_CODEC: ok = value >= SP_ZARR_CODEC_ZSTD && value <= SP_ZARR_CODEC_NONE; break;
-    case SP_PROCESS_CODEC_LEVEL: ok = value >= 0 && value <= 22; break;
-    case SP_PROCESS_FORMAT: ok = value == SP_ZARR_OME_04 || value == SP_ZARR_OME_05; break;
-    case SP_PROCESS_THREADS: ok = value >= 0 && value <= MAX_THREADS; break;
-    case SP_PROCESS_IN_FLIGHT: ok = value >= 0 && value <= 4 * MAX_THREADS; break;
-    case SP_PROCESS_MODE: ok = value == SP_PROCESS_TILED || value == SP_PROCESS_GLOBAL; break;
-    case SP_PROCESS_DEVICE: ok = value == SP_DEVICE_CPU || value == SP_DEVICE_CUDA; break;
-    default: ok = false; break;
-    }
-    if (!ok) {
+    if (options == NULL ||
+        !sp_int_option_ok(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, option, value)) {
         return SP_E_INVALID_ARG;
     }
     options->value[option] = value;

@@ -3,7 +3,17 @@
  * starts, since the two may be set in either order. */
 #include <stdlib.h>
 
+#include "core/int_options.h"
 #include "spectrum/spectrum_options.h"
+
+/* Defaults and valid ranges, in sp_spectrum_option order. */
+static const sp_int_option SPECTRUM_OPTIONS[SP_SPECTRUM_OPTION_COUNT] = {
+    [SP_SPECTRUM_LEVEL] = {0, 0, 1024},
+    [SP_SPECTRUM_PATCH] = {256, 4, 4096},
+    [SP_SPECTRUM_BLOCK] = {1024, 4, 16384},
+    [SP_SPECTRUM_THREADS] = {0, 0, 1024},
+    [SP_SPECTRUM_DEVICE] = {SP_DEVICE_CPU, SP_DEVICE_CPU, SP_DEVICE_CUDA},
+};
 
 sp_status sp_spectrum_options_create(sp_spectrum_options **out) {
     if (out == NULL) {
@@ -13,11 +23,7 @@ sp_status sp_spectrum_options_create(sp_spectrum_options **out) {
     if (*out == NULL) {
         return SP_E_NOMEM;
     }
-    (*out)->value[SP_SPECTRUM_LEVEL] = 0;
-    (*out)->value[SP_SPECTRUM_PATCH] = 256;
-    (*out)->value[SP_SPECTRUM_BLOCK] = 1024;
-    (*out)->value[SP_SPECTRUM_THREADS] = 0;
-    (*out)->value[SP_SPECTRUM_DEVICE] = SP_DEVICE_CPU;
+    sp_int_options_reset(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT, (*out)->value);
     return SP_OK;
 }
 
@@ -27,10 +33,8 @@ void sp_spectrum_options_destroy(sp_spectrum_options *options) {
 
 sp_status sp_spectrum_options_set(sp_spectrum_options *options, sp_spectrum_option option,
                                   int64_t value) {
-    static const int64_t lo[SP_SPECTRUM_OPTION_COUNT] = {0, 4, 4, 0, SP_DEVICE_CPU};
-    static const int64_t hi[SP_SPECTRUM_OPTION_COUNT] = {1024, 4096, 16384, 1024, SP_DEVICE_CUDA};
-    if (options == NULL || (unsigned)option >= SP_SPECTRUM_OPTION_COUNT || value < lo[option] ||
-        value > hi[option]) {
+    if (options == NULL ||
+        !sp_int_option_ok(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT, option, value)) {
         return SP_E_INVALID_ARG;
     }
     options->value[option] = value;
