@@ -111,7 +111,7 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
     }
     if (src != NULL && tmp != NULL) {
         st = sp_slide_read_level_area(s, SP_PIXEL_RGBA8, src, sw * 4, level, scale, sx0, sy0, sw,
-                                      sh);
+                                      sh, 0);
     }
     if (st == SP_OK) {
         for (int64_t r = 0; r < sh; r++) {

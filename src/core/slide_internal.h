@@ -97,10 +97,13 @@ void sp_slide_finish_levels(sp_slide *slide);
 
 /* The region painter behind every region read (region.c): w x h pixels of `level` seen at
  * 1/scale (scale 1, or one the level's area_scales allows with tiles divisible by it), from
- * (lx, ly) in those pixels, into dst. Same contract as sp_slide_read_region. */
+ * (lx, ly) in those pixels, into dst. Same contract as sp_slide_read_region. A reader that will
+ * ask again for the pixels within `shared` (> 0) of the request's edges (the tile engine: its
+ * neighbouring blocks overlap through their halos) has the tiles there decoded whole and offered
+ * to the cache at once, instead of in part, so that each is decoded once; 0 for other reads. */
 sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void *dst,
                                    int64_t stride, int32_t level, unsigned scale, int64_t lx,
-                                   int64_t ly, int64_t w, int64_t h);
+                                   int64_t ly, int64_t w, int64_t h, int64_t shared);
 
 /* Record a data error on the slide if none is recorded yet (thread-safe). */
 void sp_slide_record_error(sp_slide *slide, const sp_err *err);

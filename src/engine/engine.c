@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/level_coords.h"
+#include "core/slide_internal.h"
 #include "core/limits.h"
 #include "cuda/cuda_ops.h"
 #include "engine/engine.h"
@@ -88,18 +88,18 @@ static int64_t reflect(int64_t i, int64_t n) {
 }
 
 /* Fill a block of bw x bh RGB8 pixels whose pixel (0, 0) is level pixel (bx0, by0): read the
- * part inside the level, then reflect the rest from it. */
+ * part inside the level, then reflect the rest from it. `shared`: the band along the block's
+ * edges that other blocks read too (see sp_slide_read_level_area). */
 static sp_status read_block(engine *e, uint8_t *buf, int64_t stride, int64_t bx0, int64_t by0,
-                            int64_t bw, int64_t bh, sp_err *err) {
+                            int64_t bw, int64_t bh, int64_t shared, sp_err *err) {
     const geometry *g = &e->g;
     int64_t ix0 = bx0 < 0 ? 0 : bx0, iy0 = by0 < 0 ? 0 : by0;
     int64_t ix1 = bx0 + bw > g->width ? g->width : bx0 + bw;
     int64_t iy1 = by0 + bh > g->height ? g->height : by0 + bh;
     sp_slide *s = e->job->slide;
     uint8_t *dst = buf + (iy0 - by0) * stride + (ix0 - bx0) * 3;
-    sp_status st = sp_slide_read_region(s, SP_PIXEL_RGB8, dst, stride, e->job->level,
-                                        sp_level0_coord(ix0, g->downsample),
-                                        sp_level0_coord(iy0, g->downsample), ix1 - ix0, iy1 - iy0);
+    sp_status st = sp_slide_read_level_area(s, SP_PIXEL_RGB8, dst, stride, e->job->level, 1, ix0,
+                                            iy0, ix1 - ix0, iy1 - iy0, shared);
     if (st != SP_OK) {
         const char *msg = sp_slide_error(s);
         return sp_err_set(err, st, "reading level %d at (%lld, %lld): %s", (int)e->job->level,
@@ -226,7 +226,8 @@ static void *tile_worker(void *arg) {
             int64_t bw = w + 2 * g->halo, bh = h + 2 * g->halo;
             sp_err err = {0};
             sp_status st =
-                read_block(e, free_slot->pixels, bw * 3, x0 - g->halo, y0 - g->halo, bw, bh, &err);
+                read_block(e, free_slot->pixels, bw * 3, x0 - g->halo, y0 - g->halo, bw, bh,
+                           2 * (int64_t)g->halo, &err);
             if (st != SP_OK) {
                 fail(e, &err);
             }
@@ -388,7 +389,7 @@ static void global_read(engine *e, int64_t t, float *scratch, uint8_t *chunk) {
     int64_t rows = g->height - y0 < e->read_rows ? g->height - y0 : e->read_rows;
     sp_err err = {0};
     uint8_t *row0 = e->whole + (y0 + g->halo) * bw * 3;
-    if (read_block(e, row0, bw * 3, -g->halo, y0, bw, rows, &err) != SP_OK) {
+    if (read_block(e, row0, bw * 3, -g->halo, y0, bw, rows, 0, &err) != SP_OK) {
         fail(e, &err);
     }
 }

@@ -1,6 +1,8 @@
 /* direct_writes.c — background O_DIRECT writes of large chunk files (see direct_writes.h).
  *
- * A FIFO of jobs, a few writer threads and a pool of aligned buffers. A hand-over takes a buffer
+ * A FIFO of jobs, a few writer threads and a pool of buffers mapped from the kernel (page-aligned,
+ * as O_DIRECT wants, and outside malloc's heaps, which grew by hundreds of megabytes when large
+ * buffers were allocated by one thread and freed by another). A hand-over takes a buffer
  * from the pool (growing it if it is too small), copies the bytes in and queues the job; a writer
  * pads the buffer with zeros to the alignment O_DIRECT asks for, writes it, cuts the file back to
  * its true length and returns the buffer to the pool. When O_DIRECT cannot be set, or a direct
@@ -17,14 +19,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define N_WRITERS 2
 #define ALIGN 4096
 /* Bytes queued before hand-overs wait (a larger job still goes when the queue is empty), and the
- * bytes of idle buffers the pool keeps: together they bound the memory held. */
+ * bytes of all buffers, busy or idle, past which a returned buffer is unmapped rather than kept:
+ * in a steady run every buffer is kept and reused, so pages are faulted in once. */
 #define MAX_QUEUED_BYTES ((size_t)64 << 20)
-#define MAX_POOL_BYTES ((size_t)64 << 20)
+#define MAX_HELD_BYTES ((size_t)96 << 20)
 /* Files queued before hand-overs wait: bounds open descriptors. */
 #define MAX_QUEUED_FILES 64
 
@@ -50,55 +54,65 @@ struct sp_direct_writes {
     int nthreads;
     job *head, *tail;
     size_t queued_bytes, queued_files;
-    int busy;     /* jobs the writers hold */
-    buffer *pool; /* idle buffers */
-    size_t pool_bytes;
+    int busy;          /* jobs the writers hold */
+    buffer *pool;      /* idle buffers */
+    size_t held_bytes; /* of all buffers */
     bool stop;
     sp_err failure; /* the first failure; status SP_OK while there is none */
 };
 
-static void buffer_free(buffer *b) {
+/* Unmap a buffer (under the lock). */
+static void buffer_free(sp_direct_writes *w, buffer *b) {
     if (b != NULL) {
-        free(b->bytes);
+        munmap(b->bytes, b->cap);
+        w->held_bytes -= b->cap;
         free(b);
     }
 }
 
-/* An idle buffer of at least `len` bytes plus padding (under the lock), or NULL. */
+/* An idle buffer of at least `len` bytes plus padding (under the lock), or NULL: the first large
+ * enough in the pool, else the pool's first one grown, else a new one. */
 static buffer *take_buffer(sp_direct_writes *w, size_t len) {
     size_t need = (len / ALIGN + 1) * ALIGN;
-    buffer *b = w->pool;
+    buffer **link = &w->pool;
+    while (*link != NULL && (*link)->cap < need) {
+        link = &(*link)->next;
+    }
+    if (*link == NULL) {
+        link = &w->pool;
+    }
+    buffer *b = *link;
     if (b != NULL) {
-        w->pool = b->next;
-        w->pool_bytes -= b->cap;
+        *link = b->next;
         if (b->cap >= need) {
             return b;
         }
-        free(b->bytes);
+        munmap(b->bytes, b->cap);
+        w->held_bytes -= b->cap;
     } else if ((b = malloc(sizeof *b)) == NULL) {
         return NULL;
     }
-    /* Room for a little growth, so that chunks of similar sizes reuse one allocation. */
+    /* Room for a little growth, so that chunks of similar sizes reuse one mapping. */
     size_t cap = need + need / 8 / ALIGN * ALIGN;
-    void *p = NULL;
-    if (posix_memalign(&p, ALIGN, cap) != 0) {
+    void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
         free(b);
         return NULL;
     }
     b->bytes = p;
     b->cap = cap;
+    w->held_bytes += cap;
     return b;
 }
 
-/* Back to the pool, or freed when the pool holds enough (under the lock). */
+/* Back to the pool, or unmapped when the buffers hold too much (under the lock). */
 static void give_buffer(sp_direct_writes *w, buffer *b) {
-    if (w->pool_bytes + b->cap > MAX_POOL_BYTES) {
-        buffer_free(b);
+    if (w->held_bytes > MAX_HELD_BYTES) {
+        buffer_free(w, b);
         return;
     }
     b->next = w->pool;
     w->pool = b;
-    w->pool_bytes += b->cap;
 }
 
 /* Remove a job's file unwritten. Frees the names; the buffer is the caller's. */
@@ -307,7 +321,7 @@ void sp_direct_writes_destroy(sp_direct_writes *w, bool keep) {
     while (j != NULL) {
         job *next = j->next;
         discard_file(j->fd, j->tmp, j->full);
-        buffer_free(j->buf);
+        buffer_free(w, j->buf);
         free(j);
         j = next;
     }
@@ -317,7 +331,7 @@ void sp_direct_writes_destroy(sp_direct_writes *w, bool keep) {
     while (w->pool != NULL) {
         buffer *b = w->pool;
         w->pool = b->next;
-        buffer_free(b);
+        buffer_free(w, b);
     }
     pthread_cond_destroy(&w->changed);
     pthread_mutex_destroy(&w->lock);

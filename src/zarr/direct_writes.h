@@ -5,12 +5,11 @@
  * A buffered write copies every byte into the page cache: for the 16384² Sobel benchmark (1.6 GB
  * of compressed float32) that copy was 1.3 of 8.5 CPU-seconds. O_DIRECT hands the caller's pages
  * to the disk instead, but each write then waits for the device, so the writes run on threads of
- * their own while the encoding threads go on. The bytes are copied into aligned buffers that the
- * writers keep and reuse (a copy in user space costs a tenth of the kernel's, and buffers freed
- * by another thread than the one that allocated them made glibc's heaps grow past 1 GB). A file
- * system that refuses O_DIRECT (tmpfs, some network file systems) gets an ordinary write of the
- * same bytes. Bytes queued are bounded; the first failure sticks and is reported by later
- * hand-overs and by the drain.
+ * their own while the encoding threads go on. The bytes are copied into buffers that the writers
+ * keep and reuse (a copy in user space costs a tenth of the kernel's). A file system that refuses
+ * O_DIRECT (tmpfs, some network file systems) gets an ordinary write of the same bytes. Bytes
+ * queued are bounded; the first failure sticks and is reported by later hand-overs and by the
+ * drain.
  */
 #ifndef SP_ZARR_DIRECT_WRITES_H
 #define SP_ZARR_DIRECT_WRITES_H

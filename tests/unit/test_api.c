@@ -144,6 +144,39 @@ static void test_associated(sp_slide *s) {
     free(img);
 }
 
+/* RGB8 is RGBA composited over the background (white here), rounded to nearest, also where alpha
+ * is partial: a 16-bit tiff with associated alpha, read from odd offsets so that groups of four
+ * pixels mix opaque, partial and transparent ones at every position. */
+static void test_rgb_composites(const char *data) {
+    char file[600];
+    snprintf(file, sizeof file, "%s/robustness/tiff_tiled_planar_16bit_RGBa.tiff", data);
+    sp_slide *s = NULL;
+    char err[512];
+    CHECK_EQ_INT(sp_slide_open(file, &s, err, sizeof err), SP_OK);
+    if (s == NULL) {
+        return;
+    }
+    enum { W = 99, H = 40 };
+    uint8_t rgba[W * H * 4], rgb[W * H * 3];
+    int partial = 0, wrong = 0;
+    for (int x0 = 0; x0 < 4; x0++) {
+        int w = W - x0;
+        CHECK_EQ_INT(sp_slide_read_region(s, SP_PIXEL_RGBA8, rgba, w * 4, 0, x0, 0, w, H), SP_OK);
+        CHECK_EQ_INT(sp_slide_read_region(s, SP_PIXEL_RGB8, rgb, w * 3, 0, x0, 0, w, H), SP_OK);
+        for (int i = 0; i < w * H; i++) {
+            unsigned a = rgba[4 * i + 3];
+            partial += a != 0 && a != 255;
+            for (int c = 0; c < 3; c++) {
+                unsigned want = (rgba[4 * i + c] * a + 255 * (255 - a) + 127) / 255;
+                wrong += rgb[3 * i + c] != want;
+            }
+        }
+    }
+    CHECK(partial > W * H);
+    CHECK_EQ_INT(wrong, 0);
+    sp_slide_close(s);
+}
+
 void unit_run(void) {
     const char *data = unit_testdata();
     if (data == NULL) {
@@ -153,6 +186,7 @@ void unit_run(void) {
     }
     snprintf(path, sizeof path, "%s/aperio/CMU-1-Small-Region.svs", data);
     test_options_and_names();
+    test_rgb_composites(data);
     sp_slide *s = NULL;
     char err[512];
     CHECK_EQ_INT(sp_slide_open(path, &s, err, sizeof err), SP_OK);

@@ -3,12 +3,14 @@
  * while evicting; closing a slide frees its entries; and under concurrent use (threads reading
  * overlapping regions of JPEG and JPEG 2000 slides through a cache small enough to evict all
  * the time, while another thread opens, reads and closes slides) every region is still exactly
- * what a cache-less read gives. Built under ThreadSanitizer too (make tsan). */
+ * what a cache-less read gives. Blocks read with a shared band, as the tile engine reads them,
+ * find their neighbours' edge tiles in the cache. Built under ThreadSanitizer too (make tsan). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/slide_internal.h"
 #include "slidepipe.h"
 #include "unit.h"
 
@@ -104,8 +106,8 @@ static void *reader(void *arg) {
         for (int k = 0; k < REGIONS; k++) {
             int r = (int)((k * 7 + id * 13 + round * 5) % REGIONS);
             sp_slide *s = shared.slides[r % 2];
-            if (sp_slide_read_region(s, SP_PIXEL_RGBA8, buf, WIN * 4, 0, shared.xs[r],
-                                     shared.ys[r], WIN, WIN) != SP_OK ||
+            if (sp_slide_read_region(s, SP_PIXEL_RGBA8, buf, WIN * 4, 0, shared.xs[r], shared.ys[r],
+                                     WIN, WIN) != SP_OK ||
                 memcmp(buf, shared.want[r], WIN * WIN * 4) != 0) {
                 __atomic_add_fetch(&shared.mismatches, 1, __ATOMIC_RELAXED);
             }
@@ -173,6 +175,45 @@ static void test_concurrent(void) {
     CHECK_EQ_INT(stats().entries, 0);
 }
 
+/* Blocks that overlap by 2 pixels, read with that shared band as the tile engine reads them
+ * (sp_slide_read_level_area): the first block admits the tiles along its edges at once, so the
+ * second finds the three it shares with the first in the cache, where plain reads (no band) find
+ * none; the bytes equal cache-less reads either way. */
+static int64_t second_block_hits(sp_slide *s, int64_t band, uint8_t *const plain[2]) {
+    enum { B = 482 };
+    sp_cache_set_capacity(0); /* empty */
+    sp_cache_set_capacity(INT64_C(32) << 20);
+    uint8_t *buf = malloc(B * B * 4);
+    int64_t hits = 0;
+    for (int i = 0; i < 2; i++) {
+        sp_cache_stats before = stats();
+        CHECK_EQ_INT(sp_slide_read_level_area(s, SP_PIXEL_RGBA8, buf, B * 4, 0, 1,
+                                              100 + i * (B - 2), 100, B, B, band),
+                     SP_OK);
+        CHECK(memcmp(buf, plain[i], B * B * 4) == 0);
+        hits = stats().hits - before.hits;
+    }
+    free(buf);
+    return hits;
+}
+
+static void test_shared_band(void) {
+    enum { B = 482 };
+    sp_slide *s = NULL;
+    char err[512];
+    CHECK_EQ_INT(sp_slide_open(paths[0], &s, err, sizeof err), SP_OK);
+    if (s == NULL) {
+        return;
+    }
+    sp_cache_set_capacity(0);
+    uint8_t *plain[2] = {read_rgba(s, 0, 100, 100, B, B), read_rgba(s, 0, 100 + B - 2, 100, B, B)};
+    CHECK_EQ_INT(second_block_hits(s, 0, plain), 0);
+    CHECK(second_block_hits(s, 2, plain) >= 3); /* 240² tiles: one column of three is shared */
+    free(plain[0]);
+    free(plain[1]);
+    sp_slide_close(s);
+}
+
 void unit_run(void) {
     const char *data = unit_testdata();
     if (data == NULL) {
@@ -183,6 +224,7 @@ void unit_run(void) {
     snprintf(paths[1], sizeof paths[1], "%s/aperio/tcga-cr-7395-01a-01-ts1.svs", data);
     test_api_checks();
     test_sliding_windows();
+    test_shared_band();
     test_bounded();
     test_concurrent();
 }
