@@ -6,9 +6,7 @@
  * its final name. Chunk files are made durable in groups by a background thread
  * (durable_renames.c): one syncfs() covers every file handed over before it began, then those
  * files are renamed, while the writers go on encoding (an fsync per chunk cost more wall time than
- * encoding on a busy disk). Encoded chunks of a megabyte or more are written by background
- * threads with O_DIRECT (direct_writes.c), which spares the copy into the page cache (float32
- * outputs of `process`). Metadata, manifest and marker are fsync'd one by one. The store's mutex
+ * encoding on a busy disk). Metadata, manifest and marker are fsync'd one by one. The store's mutex
  * guards only the shared tables (the manifest entries, the written-chunk bitmaps and the shards in
  * flight); encoding, hashing and file I/O run outside it. With sharding an encoded inner chunk
  * waits in its shard's slot until every inner chunk of that shard that lies in the array has
@@ -43,7 +41,6 @@
 
 #include "core/limits.h"
 #include "io/source.h"
-#include "zarr/direct_writes.h"
 #include "zarr/durable_renames.h"
 #include "zarr/zarr_codec.h"
 
@@ -100,7 +97,6 @@ struct sp_zarr_store {
     size_t nentries, capentries;
     uint64_t seq;
     sp_durable_renames *renames; /* chunk files waiting for a flush and their rename */
-    sp_direct_writes *direct;    /* large chunk files being written in the background */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -343,59 +339,36 @@ typedef struct piece {
     size_t len;
 } piece;
 
-/* Create the temporary file "root/relpath.tmp-XXXXXX" (and the folders on the way), with the
- * store's file mode. On success *fd is open and *full and *tmp are malloc'd; on failure nothing is
- * left. */
-static sp_status create_tmp(sp_zarr_store *s, const char *relpath, char **full_out, char **tmp_out,
-                            int *fd_out, sp_err *err) {
+/* Write the pieces to root/relpath through a temporary file in the same folder. Immediate: fsync
+ * and rename now. Batched: hand the temporary file to the durable renames, which rename it after
+ * its batch's flush. On failure the temporary file is removed and the final name untouched. */
+static sp_status write_atomic(sp_zarr_store *s, const char *relpath, const piece *pieces,
+                              size_t npieces, bool batched, sp_err *err) {
     char *full = sp_strdup_printf("%s/%s", s->root, relpath);
     char *tmp = sp_strdup_printf("%s/%s.tmp-XXXXXX", s->root, relpath);
     sp_status st = SP_OK;
     int fd = -1;
     if (full == NULL || tmp == NULL) {
         st = sp_err_set(err, SP_E_NOMEM, "out of memory writing %s", relpath);
-        goto fail;
+        goto done;
     }
     size_t tmp_len = strlen(tmp);
     fd = mkstemp(tmp);
     if (fd < 0 && errno == ENOENT) {
         st = make_parents(s, full, err);
         if (st != SP_OK) {
-            goto fail;
+            goto done;
         }
         memcpy(tmp + tmp_len - 6, "XXXXXX", 6);
         fd = mkstemp(tmp);
     }
     if (fd < 0) {
         st = sp_err_set(err, SP_E_IO, "cannot create %s: %s", tmp, strerror(errno));
-        goto fail;
+        goto done;
     }
     if (fchmod(fd, s->file_mode) != 0) {
         st = sp_err_set(err, SP_E_IO, "cannot write %s: %s", full, strerror(errno));
-        close(fd);
-        unlink(tmp);
         goto fail;
-    }
-    *full_out = full;
-    *tmp_out = tmp;
-    *fd_out = fd;
-    return SP_OK;
-fail:
-    free(full);
-    free(tmp);
-    return st;
-}
-
-/* Write the pieces to root/relpath through a temporary file in the same folder. Immediate: fsync
- * and rename now. Batched: hand the temporary file to the durable renames, which rename it after
- * its batch's flush. On failure the temporary file is removed and the final name untouched. */
-static sp_status write_atomic(sp_zarr_store *s, const char *relpath, const piece *pieces,
-                              size_t npieces, bool batched, sp_err *err) {
-    char *full = NULL, *tmp = NULL;
-    int fd = -1;
-    sp_status st = create_tmp(s, relpath, &full, &tmp, &fd, err);
-    if (st != SP_OK) {
-        return st;
     }
     for (size_t i = 0; i < npieces; i++) {
         const uint8_t *p = pieces[i].data;
@@ -468,9 +441,11 @@ static sp_status record(sp_zarr_store *s, const char *relpath, const char *hash,
     return SP_OK;
 }
 
-/* SHA-256 of the pieces, as hex, into hash. */
-static sp_status hash_pieces(const char *relpath, const piece *pieces, size_t npieces,
-                             char hash[65], sp_err *err) {
+/* Hash, write atomically (a chunk or shard in a durability batch, anything else at once) and
+ * record. */
+static sp_status put_pieces(sp_zarr_store *s, const char *relpath, const piece *pieces,
+                            size_t npieces, bool batched, sp_err *err) {
+    char hash[65];
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
@@ -484,18 +459,7 @@ static sp_status hash_pieces(const char *relpath, const piece *pieces, size_t np
         return sp_err_set(err, SP_E_NOMEM, "hashing %s failed", relpath);
     }
     hex_digest(md, hash);
-    return SP_OK;
-}
-
-/* Hash, write atomically (a chunk or shard in a durability batch, anything else at once) and
- * record. */
-static sp_status put_pieces(sp_zarr_store *s, const char *relpath, const piece *pieces,
-                            size_t npieces, bool batched, sp_err *err) {
-    char hash[65];
-    sp_status st = hash_pieces(relpath, pieces, npieces, hash, err);
-    if (st == SP_OK) {
-        st = write_atomic(s, relpath, pieces, npieces, batched, err);
-    }
+    sp_status st = write_atomic(s, relpath, pieces, npieces, batched, err);
     if (st == SP_OK) {
         st = record(s, relpath, hash, err);
     }
@@ -506,30 +470,6 @@ static sp_status put_file(sp_zarr_store *s, const char *relpath, const void *dat
                           bool batched, sp_err *err) {
     piece one = {data, len};
     return put_pieces(s, relpath, &one, 1, batched, err);
-}
-
-/* An encoded chunk: hashed and recorded here, and written in the background when it is large
- * (direct_writes.h), at once otherwise. */
-static sp_status put_chunk(sp_zarr_store *s, const char *relpath, const uint8_t *enc, size_t len,
-                           sp_err *err) {
-    if (len < SP_DIRECT_MIN_BYTES) {
-        return put_file(s, relpath, enc, len, true, err);
-    }
-    char hash[65];
-    piece one = {enc, len};
-    char *full = NULL, *tmp = NULL;
-    int fd = -1;
-    sp_status st = hash_pieces(relpath, &one, 1, hash, err);
-    if (st == SP_OK) {
-        st = create_tmp(s, relpath, &full, &tmp, &fd, err);
-    }
-    if (st == SP_OK) {
-        st = sp_direct_writes_add(s->direct, fd, tmp, full, enc, len, err); /* takes the file */
-    }
-    if (st == SP_OK) {
-        st = record(s, relpath, hash, err);
-    }
-    return st;
 }
 
 /* In resume mode: if root/relpath exists, hash and record it and set *found. */
@@ -714,7 +654,6 @@ static void free_store(sp_zarr_store *s) {
         free(s->entries[i].path);
     }
     free(s->entries);
-    sp_direct_writes_destroy(s->direct, false);
     sp_durable_renames_destroy(s->renames, false); /* never flushed: not part of the store */
     pthread_mutex_destroy(&s->lock);
     free(s->root);
@@ -725,7 +664,6 @@ void sp_zarr_store_abort(sp_zarr_store *store) {
     if (store != NULL) {
         sp_err ignored = {0};
         /* keep what was written before the error */
-        sp_direct_writes_drain(store->direct, &ignored);
         sp_durable_renames_drain(store->renames, &ignored);
     }
     free_store(store);
@@ -759,9 +697,6 @@ sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out,
     s->resume = resume;
     s->file_mode = file_mode();
     st = sp_durable_renames_create(s->root, &s->renames, err);
-    if (st == SP_OK) {
-        st = sp_direct_writes_create(s->renames, &s->direct, err);
-    }
     if (st != SP_OK) {
         goto fail;
     }
@@ -1197,7 +1132,7 @@ sp_status sp_zarr_array_write_chunk(sp_zarr_array *array, const int64_t index[3]
         st = sp_zarr_encode(a->spec.codec, a->spec.level, a->typesize, data, a->chunk_bytes, &enc,
                             &enc_len, err);
         if (st == SP_OK) {
-            st = put_chunk(s, rel, enc, enc_len, err);
+            st = put_file(s, rel, enc, enc_len, true, err);
         }
         free(enc);
     }
@@ -1326,10 +1261,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     }
     sp_zarr_store *s = store;
     strbuf m = {0};
-    sp_status st = sp_direct_writes_drain(s->direct, err);
-    if (st == SP_OK) {
-        st = sp_durable_renames_drain(s->renames, err);
-    }
+    sp_status st = sp_durable_renames_drain(s->renames, err);
     /* No worker may still be writing: the caller has joined them, so no lock is needed. */
     for (sp_zarr_array *a = s->arrays; a != NULL && st == SP_OK; a = a->next) {
         if (a->written != a->total_chunks || a->nflight != 0) {

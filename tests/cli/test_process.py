@@ -109,7 +109,7 @@ def synth_slide(run, tmp_path_factory) -> Path:
 # (slide, level, op, chunk): real slides from the shared test data and the synthetic one.
 CASES = [
     ("aperio/CMU-1-Small-Region.svs", 0, "sobel", 100),  # 2220 x 2967, 240² JPEG tiles
-    # the default chunk: megabytes per encoded chunk, written in the background with O_DIRECT
+    # the default chunk size (1024)
     ("aperio/CMU-1-Small-Region.svs", 0, "sobel", 1024),
     ("aperio/CMU-1-Small-Region.svs", 0, "gaussian:1.7", 333),
     ("generic-tiff/boxes.tiff", 0, "gaussian:0.6", 64),  # 300 x 250

@@ -8,9 +8,7 @@
  * bitwise implementation); an interrupted write completed with resume gives the clean run's hash
  * and leaves no stale temporary file; sp_zarr_verify counts a flipped byte, a deleted chunk and a
  * changed manifest, and refuses a manifest that points outside the folder; a write that fails
- * (EFBIG through RLIMIT_FSIZE) is a clean SP_E_IO that leaves no temporary file behind, also
- * for chunks large enough to be written in the background (src/zarr/direct_writes.c), whose files
- * otherwise hold exactly their bytes.
+ * (EFBIG through RLIMIT_FSIZE) is a clean SP_E_IO that leaves no temporary file behind.
  *
  * Pixel pattern (shared with tests/data/test_zarr_store_compat.py): element (i, j[, k]) of a
  * uint8 array is (i*7 + j*3 + k) & 255; of a float32 array it is that value times 0.5. Edge
@@ -33,7 +31,6 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "zarr/direct_writes.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
 
@@ -903,88 +900,6 @@ static void test_write_error(void) {
 
 /* With SP_ZARR_COMPAT_DIR: one store per codec and format ("<codec>-v2", "<codec>-v3",
  * "<codec>-v3-shard"), each a group holding "a" and "f", for zarr-python to read. */
-/* Chunks of at least SP_DIRECT_MIN_BYTES encoded go to the background writers: the files hold
- * exactly the chunks' bytes (raw codec) and verify finds nothing wrong. A write the operating
- * system refuses there (EFBIG) is reported by the write or by the finish, naming the reason; no
- * temporary file is left and no chunk file is torn (those not written are absent). */
-static bool large_chunk_ok(const char *dir, const char *rel, const uint8_t *want, size_t n,
-                           bool may_be_absent) {
-    size_t len = 0;
-    uint8_t *got = slurp(path_in(dir, rel), &len);
-    bool ok = got != NULL ? len == n && memcmp(got, want, n) == 0 : may_be_absent;
-    free(got);
-    return ok;
-}
-
-static void write_large(const char *dir, bool efbig) {
-    sp_zarr_store *s = NULL;
-    sp_err e = {0};
-    CHECK_EQ_INT(sp_zarr_store_open(dir, false, &s, &e), SP_OK);
-    sp_zarr_array_spec spec = {0};
-    spec.zarr_version = 2;
-    spec.ndim = 2;
-    spec.shape[0] = 3072, spec.shape[1] = 1024;
-    spec.chunks[0] = 1024, spec.chunks[1] = 1024;
-    spec.codec = SP_ZARR_CODEC_NONE;
-    sp_zarr_array *a = NULL;
-    CHECK_EQ_INT(sp_zarr_array_create(s, "big", &spec, &a, &e), SP_OK);
-    size_t n = (size_t)1 << 20;
-    CHECK(n >= SP_DIRECT_MIN_BYTES);
-    uint8_t *c[3] = {make_data(n, 1), make_data(n, 2), make_data(n, 0)};
-    struct rlimit old;
-    getrlimit(RLIMIT_FSIZE, &old);
-    struct rlimit small = old;
-    small.rlim_cur = 65536;
-    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
-    if (efbig && setrlimit(RLIMIT_FSIZE, &small) != 0) {
-        printf("note: large-chunk EFBIG check skipped: setrlimit failed (%s)\n", strerror(errno));
-        signal(SIGXFSZ, old_handler);
-        sp_zarr_store_abort(s);
-        for (int i = 0; i < 3; i++) {
-            free(c[i]);
-        }
-        return;
-    }
-    sp_status st = SP_OK;
-    char hash[65] = "";
-    for (int i = 0; i < 3 && st == SP_OK; i++) {
-        int64_t idx[3] = {i, 0, 0};
-        st = sp_zarr_array_write_chunk(a, idx, c[i], &e);
-    }
-    if (st == SP_OK) {
-        st = sp_zarr_store_finish(s, hash, &e); /* frees the store */
-    } else {
-        sp_zarr_store_abort(s);
-    }
-    if (efbig) {
-        setrlimit(RLIMIT_FSIZE, &old);
-        CHECK_EQ_INT(st, SP_E_IO);
-        CHECK(strstr(e.msg, strerror(EFBIG)) != NULL);
-    } else {
-        CHECK_EQ_INT(st, SP_OK);
-        int64_t problems = -1;
-        char vh[65], msg[256] = "";
-        CHECK_EQ_INT(sp_zarr_verify(dir, NULL, NULL, &problems, vh, msg, sizeof msg), SP_OK);
-        CHECK(problems == 0 && strcmp(vh, hash) == 0);
-    }
-    signal(SIGXFSZ, old_handler);
-    CHECK_EQ_INT(count_tmp(dir), 0);
-    CHECK(large_chunk_ok(dir, "big/0/0", c[0], n, efbig));
-    CHECK(large_chunk_ok(dir, "big/1/0", c[1], n, efbig));
-    CHECK(large_chunk_ok(dir, "big/2/0", c[2], n, efbig));
-    for (int i = 0; i < 3; i++) {
-        free(c[i]);
-    }
-}
-
-static void test_large_chunks(void) {
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/large", workdir);
-    write_large(dir, false);
-    snprintf(dir, sizeof dir, "%s/large-efbig", workdir);
-    write_large(dir, true);
-}
-
 static void compat_stores(const char *root) {
     mkdir(root, 0777);
     for (int c = 0; c < NCODECS; c++) {
@@ -1072,7 +987,6 @@ void unit_run(void) {
     test_verify();
     test_misuse();
     test_write_error();
-    test_large_chunks();
     const char *compat = getenv("SP_ZARR_COMPAT_DIR");
     if (compat != NULL && *compat) {
         compat_stores(compat);
