@@ -225,9 +225,8 @@ static void *tile_worker(void *arg) {
             tile_rect(g, free_slot->tile, &x0, &y0, &w, &h);
             int64_t bw = w + 2 * g->halo, bh = h + 2 * g->halo;
             sp_err err = {0};
-            sp_status st =
-                read_block(e, free_slot->pixels, bw * 3, x0 - g->halo, y0 - g->halo, bw, bh,
-                           2 * (int64_t)g->halo, &err);
+            sp_status st = read_block(e, free_slot->pixels, bw * 3, x0 - g->halo, y0 - g->halo, bw,
+                                      bh, 2 * (int64_t)g->halo, &err);
             if (st != SP_OK) {
                 fail(e, &err);
             }
