@@ -11,11 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(SP_NO_SIMD)
-#define SP_HAVE_X86 1
-#include <emmintrin.h>
-#include <tmmintrin.h>
-#endif
+#include "core/simd_x86.h"
 
 /* ---- 2x2 mean, one channel --------------------------------------------------------------- */
 

@@ -12,12 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(SP_NO_SIMD)
-#define SP_HAVE_X86 1
-#include <tmmintrin.h>
-#endif
-
 #include "core/fill.h"
+#include "core/simd_x86.h"
 #include "core/slide_internal.h"
 #include "core/tile_cache.h"
 
