@@ -10,6 +10,8 @@ VENV       ?= .venv
 JOBS       ?= $(shell nproc)
 PYTHON     ?= python3
 FUZZ_SECONDS ?= 30
+# The Python binding is built for the interpreter that makes the test venv.
+PYTHON_HINT = -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
 
 .PHONY: all build demo test unit pytest asan fuzz fuzz-smoke tsan bootstrap venv clean
 
@@ -19,7 +21,7 @@ bootstrap:
 	scripts/bootstrap
 
 $(BUILD)/Makefile: CMakeLists.txt
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(PYTHON_HINT)
 
 build: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -39,10 +41,10 @@ unit: build
 	cd $(BUILD) && ctest --output-on-failure
 
 pytest: build venv
-	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests
+	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests python/tests
 
 $(ASAN_BUILD)/Makefile: CMakeLists.txt
-	CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLIDEPIPE_SANITIZE=ON -DSLIDEPIPE_CUDA=OFF
+	CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLIDEPIPE_SANITIZE=ON -DSLIDEPIPE_CUDA=OFF $(PYTHON_HINT)
 
 asan: $(ASAN_BUILD)/Makefile
 	cmake --build $(ASAN_BUILD) -j $(JOBS)

@@ -1,0 +1,220 @@
+"""slidepipe for Python: whole-slide images read straight into numpy arrays.
+
+    import slidepipe
+    with slidepipe.open("slide.svs") as slide:
+        tile = slide.read_region((1000, 2000), 0, (256, 256))          # (256, 256, 4) uint8
+        batch = slide.read_regions([(0, 0), (256, 0)], 0, (224, 224), rgb=True, threads=4)
+
+Coordinates follow OpenSlide: a location is (x, y) in level-0 pixels, a size (width, height) in
+pixels of the level read. Pixels are straight RGBA (or RGB composited over the background) in
+arrays of shape (height, width, channels) that this package allocates, or in a C-contiguous
+uint8 array the caller passes as ``out`` (a preallocated batch, a pinned buffer): nothing is
+copied after the library writes. Reads release the GIL, so threads read in parallel; the
+library's tile cache is shared by every slide and thread (set_cache_capacity, cache_stats).
+
+Errors are SlidepipeError with ``.code`` (the C API's status) and ``.status`` (its name);
+read_regions raises BatchError naming each region that failed, after reading all the others.
+This is the public C API (include/slidepipe.h) and nothing more; docs/python.md has more.
+"""
+
+import os
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["open", "Slide", "Level", "read_regions", "set_cache_capacity", "cache_stats",
+           "SlidepipeError", "BatchError", "__version__"]
+
+__version__ = _core.version
+SlidepipeError = _core.Error
+
+
+class BatchError(SlidepipeError):
+    """Some regions of a batch failed. ``failures`` maps each failed request's index to its
+    status name; ``array`` holds every region, the failed ones zeroed."""
+
+    def __init__(self, failures, array, code):
+        first = min(failures)
+        super().__init__(f"{len(failures)} of {len(array)} regions failed "
+                         f"(the first, request {first}: {failures[first]})")
+        self.failures = failures
+        self.array = array
+        self.code = code  # the first failure's status code, .status its name
+        self.status = failures[first]
+
+
+class Level:
+    """One pyramid level: its size, downsample, storage tile size and compression."""
+
+    __slots__ = ("width", "height", "downsample", "tile_width", "tile_height", "compression")
+
+    def __init__(self, width, height, downsample, tile_width, tile_height, compression):
+        self.width, self.height, self.downsample = width, height, downsample
+        self.tile_width, self.tile_height, self.compression = tile_width, tile_height, compression
+
+    @property
+    def dimensions(self):
+        return (self.width, self.height)
+
+    def __repr__(self):
+        return (f"Level({self.width}x{self.height}, downsample {self.downsample:g}, "
+                f"tiles {self.tile_width}x{self.tile_height} {self.compression})")
+
+
+def _output(out, shape):
+    """A new uint8 array of `shape`, or `out` checked to be one the library can write into."""
+    if out is None:
+        return np.empty(shape, dtype=np.uint8)
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != tuple(shape):
+        raise ValueError(f"out must be a uint8 numpy array of shape {tuple(shape)}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be C-contiguous and writeable")
+    return out
+
+
+def _size(size):
+    width, height = (int(v) for v in size)
+    if width <= 0 or height <= 0:
+        raise ValueError(f"bad size {width} x {height}")
+    return width, height
+
+
+class Slide:
+    """An open whole-slide image. Safe to read from many threads at once; close it (or use
+    ``with``) when done."""
+
+    def __init__(self, path):
+        self._core = _core.Slide(os.fspath(path))
+        self.path = os.fspath(path)
+        self.format = self._core.format()
+        self.levels = tuple(Level(*t) for t in self._core.levels())
+        self._properties = None
+
+    def close(self):
+        """Close the slide; further reads raise ValueError. Closing twice is harmless."""
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"slidepipe.Slide({self.path!r}, format={self.format!r}, levels={len(self.levels)})"
+
+    # ---- what the slide is (OpenSlide's names where it has them) ----
+
+    @property
+    def level_count(self):
+        return len(self.levels)
+
+    @property
+    def dimensions(self):
+        return self.levels[0].dimensions
+
+    @property
+    def level_dimensions(self):
+        return tuple(lv.dimensions for lv in self.levels)
+
+    @property
+    def level_downsamples(self):
+        return tuple(lv.downsample for lv in self.levels)
+
+    @property
+    def properties(self):
+        """{name: value}: the format's own keys and slidepipe.mpp-x, -y, objective-power, vendor."""
+        if self._properties is None:
+            self._properties = self._core.properties()
+        return dict(self._properties)
+
+    @property
+    def mpp(self):
+        """Microns per pixel at level 0 as (x, y), or None when the slide does not say."""
+        p = self.properties
+        if "slidepipe.mpp-x" in p and "slidepipe.mpp-y" in p:
+            return (float(p["slidepipe.mpp-x"]), float(p["slidepipe.mpp-y"]))
+        return None
+
+    @property
+    def associated_images(self):
+        """{name: (width, height)} of the label, macro, thumbnail... (read_associated reads one)."""
+        return self._core.associated()
+
+    def get_best_level_for_downsample(self, downsample):
+        return self._core.best_level_for_downsample(float(downsample))
+
+    # ---- pixels ----
+
+    def read_region(self, location, level, size, *, rgb=False, out=None):
+        """Pixels of `level` whose top-left is level-0 pixel `location`, `size` pixels of the
+        level: an array (height, width, 4) of straight RGBA, or (height, width, 3) with rgb=True.
+        Pixels outside the slide are transparent (RGB: the background colour)."""
+        width, height = _size(size)
+        arr = _output(out, (height, width, 3 if rgb else 4))
+        x, y = location
+        self._core.read_region(arr, int(level), int(x), int(y), width, height, bool(rgb))
+        return arr
+
+    def read_region_scaled(self, location, downsample, size, *, rgb=False, out=None):
+        """`size` output pixels at any downsample >= 1 of level 0 (the library picks the level
+        and decodes JPEG tiles at 1/2, 1/4, 1/8 where it can; docs/reading.md)."""
+        width, height = _size(size)
+        arr = _output(out, (height, width, 3 if rgb else 4))
+        x, y = location
+        self._core.read_region_scaled(arr, float(downsample), int(x), int(y), width, height,
+                                      bool(rgb))
+        return arr
+
+    def read_regions(self, locations, level, size, *, rgb=False, threads=0, out=None):
+        """Many regions of one level and size into one array (n, height, width, channels), read
+        by `threads` threads (0: every core). See the module's read_regions."""
+        level = int(level)
+        return read_regions([(self, level, x, y) for x, y in locations], size, rgb=rgb,
+                            threads=threads, out=out)
+
+    def read_associated(self, name, *, rgb=False):
+        """The associated image `name` whole, as (height, width, 4) or (height, width, 3)."""
+        images = self.associated_images
+        if name not in images:
+            raise KeyError(name)
+        width, height = images[name]
+        arr = np.empty((height, width, 3 if rgb else 4), dtype=np.uint8)
+        self._core.read_associated(name, arr, bool(rgb))
+        return arr
+
+
+def open(path):
+    """Open the slide at `path` (any format slidepipe reads; OME-Zarr too)."""
+    return Slide(path)
+
+
+def read_regions(requests, size, *, rgb=False, threads=0, out=None):
+    """Read a batch: each request is (slide, level, x, y), every region `size` pixels of its
+    level, into one array of shape (n, height, width, 4) (3 with rgb=True), on `threads` threads
+    (0: one per core). The slides may differ. Every region is read even when some fail; then
+    BatchError says which (its ``array`` has the rest)."""
+    width, height = _size(size)
+    reqs = []
+    for i, r in enumerate(requests):
+        slide, level, x, y = r
+        if not isinstance(slide, Slide):
+            raise TypeError(f"request {i}: the first item must be a slidepipe.Slide")
+        reqs.append((slide._core, int(level), int(x), int(y)))
+    arr = _output(out, (len(reqs), height, width, 3 if rgb else 4))
+    statuses = _core.read_regions(reqs, arr, width, height, bool(rgb), int(threads))
+    failed = [(i, st) for i, st in enumerate(statuses) if st != 0]
+    if failed:
+        raise BatchError({i: _core.status_str(st) for i, st in failed}, arr, failed[0][1])
+    return arr
+
+
+def set_cache_capacity(nbytes):
+    """Bound the process-wide decoded-tile cache to `nbytes` (0 turns it off)."""
+    _core.cache_set_capacity(int(nbytes))
+
+
+def cache_stats():
+    """The tile cache's capacity, bytes used, entries, hits, misses, insertions, evictions."""
+    return _core.cache_stats()
