@@ -6,9 +6,13 @@
 #   osbench SLIDE 0 256 256 N T S        (../shared/bench/osbench.c, built here against Debian's
 #                                          libopenslide; for aligned runs a copy whose positions are
 #                                          rounded down to the tile size)
-#   python tiffslide_read.py SLIDE N T S [TILE]                   (tiffslide from the pinned venv)
+#   python py_read.py slidepipe SLIDE N T S [TILE]   (slidepipe's Python binding, build/python)
+#   python py_read.py tiffslide SLIDE N T S [TILE]   (tiffslide from the pinned venv)
 # which all draw the same regions (glibc rand_r streams, see cmd_bench.c), and prints MP/s of
 # requested pixels, slidepipe's ratio to OpenSlide, and each tool's peak RSS (/usr/bin/time).
+# The two Python readers use threads sharing one slide, as a PyTorch data loader with threads
+# would; the binding's figure is what Python code gets from the C library (SLIDEPIPE_PYTHONPATH
+# picks another build of it).
 # Then a whole level-0 read into memory (slidepipe bench read --whole-level --rgb) against the
 # decode rate of libjpeg-turbo's TurboJPEG API times the threads (bench/tj_tile_rate.c: Debian 12
 # packages no tjbench binary, so this is our own tjbench-like loop, over one tile and over a
@@ -36,6 +40,8 @@ threads_list=${THREADS:-"1 2"}
 repeat=${REPEAT:-3}
 
 [ -x "$sp" ] || { echo "no slidepipe binary at $sp (build it with make)" >&2; exit 1; }
+sp_python=$(cd "$(dirname "$sp")" && pwd)/python
+[ -f "$sp_python/slidepipe/__init__.py" ] || { echo "no Python binding in $sp_python (make builds it; it needs python3-dev)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 pkg-config --exists openslide || { echo "needs libopenslide-dev" >&2; exit 1; }
 pkg-config --exists libturbojpeg || { echo "needs libturbojpeg0-dev" >&2; exit 1; }
@@ -55,8 +61,8 @@ json_field() { "$py" -c "import json,sys; print('%.1f' % json.load(open(sys.argv
 
 echo "# bench_read.sh on $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $("$sp" --version), $(pkg-config --modversion openslide | sed 's/^/OpenSlide /'), regions of 256x256 at level 0, seed $seed, best of $repeat runs"
-printf '%-13s %-9s %3s %7s | %9s %9s %6s | %9s | %6s %6s %6s\n' slide placement thr regions \
-    "sp MP/s" "os MP/s" "sp/os" "ts MP/s" "sp RSS" "os RSS" "ts RSS"
+printf '%-13s %-9s %3s %7s | %9s %9s %6s | %9s %9s | %6s %6s %6s\n' slide placement thr regions \
+    "sp MP/s" "os MP/s" "sp/os" "sp.py MP/s" "ts MP/s" "sp RSS" "os RSS" "ts RSS"
 for name in $slides; do
     slide=$dir/$name
     [ -s "$slide" ] || { echo "no $slide (make it with ../shared/bench/make-bench-slides.sh $dir 16384)" >&2; exit 1; }
@@ -72,18 +78,20 @@ for name in $slides; do
         for t in $threads_list; do
             flag=""; os=$tmp/osbench; align=0
             if [ $placement = aligned ]; then flag=--aligned; os=$tmp/osbench_aligned; align=$tile; fi
-            sp_mps=0 os_mps=0 ts_mps=0 sp_rss=0 os_rss=0 ts_rss=0
+            sp_mps=0 os_mps=0 py_mps=0 ts_mps=0 sp_rss=0 os_rss=0 ts_rss=0
             for _ in $(seq "$repeat"); do
                 r=$(run_rss "$sp" bench read "$slide" --size 256 --count "$n" --threads "$t" --seed "$seed" $flag --json)
                 v=$(json_field mp_per_s); sp_mps=$(best "$sp_mps" "$v"); sp_rss=$(best "$sp_rss" "$r")
                 r=$(run_rss "$os" "$slide" 0 256 256 "$n" "$t" "$seed")
                 v=$(sed -n 's/.*MP\/s=\([0-9.]*\).*/\1/p' "$tmp/out"); os_mps=$(best "$os_mps" "$v"); os_rss=$(best "$os_rss" "$r")
-                r=$(run_rss "$py" "$here/tiffslide_read.py" "$slide" "$n" "$t" "$seed" "$align")
+                SLIDEPIPE_PYTHONPATH=$sp_python "$py" "$here/py_read.py" slidepipe "$slide" "$n" "$t" "$seed" "$align" >"$tmp/out"
+                v=$(json_field mp_per_s); py_mps=$(best "$py_mps" "$v")
+                r=$(run_rss "$py" "$here/py_read.py" tiffslide "$slide" "$n" "$t" "$seed" "$align")
                 v=$(json_field mp_per_s); ts_mps=$(best "$ts_mps" "$v"); ts_rss=$(best "$ts_rss" "$r")
             done
             ratio=$("$py" -c "print('%.2f' % ($sp_mps / $os_mps))")
-            printf '%-13s %-9s %3s %7s | %9s %9s %6s | %9s | %6s %6s %6s\n' "$name" $placement "$t" "$n" \
-                "$sp_mps" "$os_mps" "${ratio}x" "$ts_mps" "$sp_rss" "$os_rss" "$ts_rss"
+            printf '%-13s %-9s %3s %7s | %9s %9s %6s | %9s %9s | %6s %6s %6s\n' "$name" $placement "$t" "$n" \
+                "$sp_mps" "$os_mps" "${ratio}x" "$py_mps" "$ts_mps" "$sp_rss" "$os_rss" "$ts_rss"
         done
     done
 done
