@@ -113,6 +113,11 @@ static int slide_init(core_slide *self, PyObject *args, PyObject *kwds) {
         raise_status(st, err);
         return -1;
     }
+    if (self->slide != NULL) { /* another thread's __init__ won while the GIL was released */
+        sp_slide_close(slide);
+        PyErr_SetString(PyExc_RuntimeError, "the slide is already open");
+        return -1;
+    }
     self->slide = slide;
     return 0;
 }
