@@ -41,7 +41,8 @@ unit: build
 	cd $(BUILD) && ctest --output-on-failure
 
 pytest: build venv
-	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests python/tests
+	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests
+	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q python/tests
 
 $(ASAN_BUILD)/Makefile: CMakeLists.txt
 	CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLIDEPIPE_SANITIZE=ON -DSLIDEPIPE_CUDA=OFF $(PYTHON_HINT)
