@@ -166,16 +166,15 @@ static PyObject *slide_levels(core_slide *self, PyObject *unused) {
     return list;
 }
 
-static PyObject *slide_properties(core_slide *self, PyObject *unused) {
-    if (check_open(self)) {
-        return NULL;
-    }
+/* {name: value(slide, name)} over a slide's n named entries (properties, associated images). */
+static PyObject *named_dict(const sp_slide *slide, int32_t n,
+                            const char *(*name_at)(const sp_slide *, int32_t),
+                            PyObject *(*value)(const sp_slide *, const char *)) {
     PyObject *dict = PyDict_New();
-    int32_t n = sp_slide_property_count(self->slide);
     for (int32_t i = 0; dict != NULL && i < n; i++) {
-        const char *name = sp_slide_property_name(self->slide, i);
+        const char *name = name_at(slide, i);
         PyObject *k = text(name);
-        PyObject *v = text(sp_slide_property_value(self->slide, name));
+        PyObject *v = value(slide, name);
         if (k == NULL || v == NULL || PyDict_SetItem(dict, k, v) != 0) {
             Py_CLEAR(dict);
         }
@@ -185,26 +184,31 @@ static PyObject *slide_properties(core_slide *self, PyObject *unused) {
     return dict;
 }
 
+static PyObject *property_value(const sp_slide *slide, const char *name) {
+    return text(sp_slide_property_value(slide, name));
+}
+
+static PyObject *associated_size(const sp_slide *slide, const char *name) {
+    int64_t w = 0, h = 0;
+    sp_slide_associated_dimensions(slide, name, &w, &h);
+    return Py_BuildValue("(LL)", (long long)w, (long long)h);
+}
+
+static PyObject *slide_properties(core_slide *self, PyObject *unused) {
+    if (check_open(self)) {
+        return NULL;
+    }
+    return named_dict(self->slide, sp_slide_property_count(self->slide), sp_slide_property_name,
+                      property_value);
+}
+
 /* {name: (width, height)} of the associated images. */
 static PyObject *slide_associated(core_slide *self, PyObject *unused) {
     if (check_open(self)) {
         return NULL;
     }
-    PyObject *dict = PyDict_New();
-    int32_t n = sp_slide_associated_count(self->slide);
-    for (int32_t i = 0; dict != NULL && i < n; i++) {
-        const char *name = sp_slide_associated_name(self->slide, i);
-        int64_t w = 0, h = 0;
-        sp_slide_associated_dimensions(self->slide, name, &w, &h);
-        PyObject *k = text(name);
-        PyObject *t = Py_BuildValue("(LL)", (long long)w, (long long)h);
-        if (k == NULL || t == NULL || PyDict_SetItem(dict, k, t) != 0) {
-            Py_CLEAR(dict);
-        }
-        Py_XDECREF(k);
-        Py_XDECREF(t);
-    }
-    return dict;
+    return named_dict(self->slide, sp_slide_associated_count(self->slide), sp_slide_associated_name,
+                      associated_size);
 }
 
 static PyObject *slide_best_level(core_slide *self, PyObject *arg) {
