@@ -10,6 +10,7 @@
 #include "core/slide_internal.h"
 #include "core/tile_cache.h"
 #include "formats/format.h"
+#include "io/http_source.h"
 
 static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp_err *err) {
     sp_probe probe = {.path = path, .is_directory = is_directory, .src = s->src,
@@ -106,8 +107,9 @@ sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_sli
         }
         sp_source *src = NULL;
         struct stat info;
-        bool is_directory = stat(path, &info) == 0 && S_ISDIR(info.st_mode);
-        st = is_directory ? SP_OK : sp_source_open_file(path, &src, &err);
+        bool is_directory =
+            !sp_path_is_remote(path) && stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+        st = is_directory ? SP_OK : sp_source_open_any(path, &src, &err);
         if (st == SP_OK) {
             st = sp_slide_open_source(src, path, &limits, out, &err);
         }

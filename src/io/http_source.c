@@ -1,0 +1,549 @@
+/* http_source.c — a byte source over an HTTP(S) object, read with Range requests through libcurl.
+ *
+ * Slide parsers make many small reads (TIFF directories, tag arrays, tile tables) before the large
+ * ones (tiles), and a request costs a round trip, so reads under one block go through a small
+ * cache of aligned 64 KiB blocks, filled one request each; larger reads are one request of their
+ * own. Opening reads block 0 and learns the object's size and ETag from that response; every later
+ * request sends If-Match with the ETag, so an object replaced while it is read is an error, not a
+ * mix of two objects' bytes. Every response is checked before its bytes are used (http_source.h).
+ */
+#include "io/http_source.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define BLOCK_SIZE ((size_t)64 << 10)
+#define CACHE_BLOCKS 32 /* 2 MiB a remote slide */
+#define POOL_MAX 16     /* idle handles (connections) kept */
+#define ATTEMPTS 4      /* a request and three retries */
+#define ERROR_BODY_MAX 2048
+#define ETAG_MAX 256
+
+typedef struct pooled_handle {
+    CURL *curl;
+    char error[CURL_ERROR_SIZE];
+} pooled_handle;
+
+typedef struct cached_block {
+    uint64_t index;
+    uint64_t last_use; /* 0: empty slot */
+    size_t len;
+    unsigned char *data;
+} cached_block;
+
+typedef struct http_ctx {
+    char *url;
+    char *name;
+    sp_http_signer signer;
+    long stall_timeout_s;
+    uint64_t size;
+    char etag[ETAG_MAX];  /* "" when the server sends none */
+    pthread_mutex_t lock; /* guards pool, blocks and clock */
+    pooled_handle *pool[POOL_MAX];
+    int n_pool;
+    cached_block blocks[CACHE_BLOCKS];
+    uint64_t clock;
+} http_ctx;
+
+/* What one response delivered. */
+typedef struct transfer {
+    CURL *curl;
+    unsigned char *buf;
+    size_t want;
+    size_t got;
+    bool overflow;
+    bool have_range;
+    uint64_t first, last, total;
+    bool bad_range_header;
+    char etag[ETAG_MAX];
+    char error_body[ERROR_BODY_MAX + 1];
+    size_t error_len;
+} transfer;
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result = CURLE_FAILED_INIT;
+
+static void init_curl(void) {
+    curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+bool sp_http_parse_content_range(const char *value, size_t len, uint64_t *first, uint64_t *last,
+                                 uint64_t *total) {
+    uint64_t numbers[3] = {0, 0, 0};
+    const char seps[3] = {'-', '/', '\0'};
+    size_t i = 0;
+    if (len < 6 || strncasecmp(value, "bytes ", 6) != 0) {
+        return false;
+    }
+    i = 6;
+    for (int k = 0; k < 3; k++) {
+        size_t digits = 0;
+        while (i < len && value[i] >= '0' && value[i] <= '9') {
+            uint64_t d = (uint64_t)(value[i] - '0');
+            if (numbers[k] > (UINT64_MAX - d) / 10) {
+                return false;
+            }
+            numbers[k] = numbers[k] * 10 + d;
+            i++;
+            digits++;
+        }
+        if (digits == 0 || digits > 19) {
+            return false;
+        }
+        if (seps[k] != '\0') {
+            if (i >= len || value[i] != seps[k]) {
+                return false;
+            }
+            i++;
+        }
+    }
+    if (i != len || numbers[0] > numbers[1] || numbers[1] >= numbers[2]) {
+        return false;
+    }
+    *first = numbers[0];
+    *last = numbers[1];
+    *total = numbers[2];
+    return true;
+}
+
+/* The value of header line `line` (n bytes, CRLF included) when its name is `name`, trimmed. */
+static bool header_value(const char *line, size_t n, const char *name, const char **value,
+                         size_t *value_len) {
+    size_t name_len = strlen(name);
+    if (n <= name_len || strncasecmp(line, name, name_len) != 0 || line[name_len] != ':') {
+        return false;
+    }
+    size_t a = name_len + 1;
+    while (a < n && (line[a] == ' ' || line[a] == '\t')) {
+        a++;
+    }
+    size_t b = n;
+    while (b > a && (line[b - 1] == '\r' || line[b - 1] == '\n' || line[b - 1] == ' ')) {
+        b--;
+    }
+    *value = line + a;
+    *value_len = b - a;
+    return true;
+}
+
+static size_t on_header(char *line, size_t size, size_t count, void *userdata) {
+    transfer *t = userdata;
+    size_t n = size * count;
+    const char *v;
+    size_t vn;
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        /* A new response (after a redirect or a 100 Continue): forget the previous one's. */
+        t->have_range = false;
+        t->bad_range_header = false;
+        t->etag[0] = '\0';
+    } else if (header_value(line, n, "Content-Range", &v, &vn)) {
+        t->have_range = sp_http_parse_content_range(v, vn, &t->first, &t->last, &t->total);
+        t->bad_range_header = !t->have_range;
+    } else if (header_value(line, n, "ETag", &v, &vn)) {
+        if (vn < ETAG_MAX) {
+            memcpy(t->etag, v, vn);
+            t->etag[vn] = '\0';
+        }
+    }
+    return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t count, void *userdata) {
+    transfer *t = userdata;
+    size_t n = size * count;
+    long code = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 206) {
+        /* Keep the start of an error document for the message; stop reading a body that is not
+         * the range (a server that ignores Range would send the whole object). */
+        size_t keep = n < ERROR_BODY_MAX - t->error_len ? n : ERROR_BODY_MAX - t->error_len;
+        memcpy(t->error_body + t->error_len, data, keep);
+        t->error_len += keep;
+        t->error_body[t->error_len] = '\0';
+        return keep == n ? n : 0;
+    }
+    if (n > t->want - t->got) {
+        t->overflow = true;
+        return 0;
+    }
+    memcpy(t->buf + t->got, data, n);
+    t->got += n;
+    return n;
+}
+
+static pooled_handle *borrow_handle(http_ctx *h, sp_err *err) {
+    pthread_mutex_lock(&h->lock);
+    pooled_handle *p = h->n_pool > 0 ? h->pool[--h->n_pool] : NULL;
+    pthread_mutex_unlock(&h->lock);
+    if (p != NULL) {
+        return p;
+    }
+    p = calloc(1, sizeof *p);
+    CURL *c = p != NULL ? curl_easy_init() : NULL;
+    if (c == NULL) {
+        free(p);
+        sp_err_set(err, SP_E_NOMEM, "%s: cannot create an HTTP handle", h->name);
+        return NULL;
+    }
+    p->curl = c;
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->error);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    /* A server that stops sending is a timeout, not a hang. */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->stall_timeout_s);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "slidepipe/0.1");
+    /* A signed request is for one host; a plain URL may redirect (to a CDN, say). */
+    if (h->signer.sign == NULL) {
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+        curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    }
+    curl_easy_setopt(c, CURLOPT_URL, h->url);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    return p;
+}
+
+static void return_handle(http_ctx *h, pooled_handle *p) {
+    pthread_mutex_lock(&h->lock);
+    if (h->n_pool < POOL_MAX) {
+        h->pool[h->n_pool++] = p;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (p != NULL) {
+        curl_easy_cleanup(p->curl);
+        free(p);
+    }
+}
+
+static bool retryable(CURLcode rc, long code) {
+    if (rc == CURLE_OK) {
+        return code >= 500 || code == 429;
+    }
+    switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR: return true;
+    default: return false;
+    }
+}
+
+/* An S3-style error document's <Code>, or "" (for the message). */
+static void error_code(const transfer *t, char *out, size_t cap) {
+    out[0] = '\0';
+    const char *a = strstr(t->error_body, "<Code>");
+    const char *b = a != NULL ? strstr(a, "</Code>") : NULL;
+    if (b != NULL && (size_t)(b - a - 6) < cap) {
+        size_t n = (size_t)(b - a - 6);
+        memcpy(out, a + 6, n);
+        out[n] = '\0';
+        for (size_t i = 0; i < n; i++) {
+            if (out[i] < 0x20 || out[i] > 0x7e) {
+                out[i] = '?';
+            }
+        }
+    }
+}
+
+static sp_status http_status_error(const http_ctx *h, long code, const transfer *t,
+                                   const char *range, sp_err *err) {
+    char s3code[64];
+    error_code(t, s3code, sizeof s3code);
+    const char *what = code == 404   ? "not found"
+                       : code == 403 ? "access denied"
+                       : code == 401 ? "authentication required"
+                       : code == 412 ? "the object changed while it was being read"
+                       : code == 416 ? "range not satisfiable"
+                       : code == 200
+                           ? "the server ignored the Range request; slidepipe reads remote "
+                             "slides only from servers that support ranges"
+                           : "unexpected response";
+    return sp_err_set(err, SP_E_IO, "%s: HTTP %ld (%s%s%s) for %s", h->name, code, what,
+                      s3code[0] ? ": " : "", s3code, range);
+}
+
+/* GET bytes [offset, offset + len) into buf. `open` is the first request, which learns the size:
+ * there the server may answer with fewer bytes than asked (a shorter object). */
+static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open, size_t *got,
+                       sp_err *err) {
+    char range[64];
+    snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)offset,
+             (unsigned long long)(offset + len - 1));
+    pooled_handle *p = borrow_handle(h, err);
+    if (p == NULL) {
+        return SP_E_NOMEM;
+    }
+    sp_status st = SP_OK;
+    for (int attempt = 1;; attempt++) {
+        transfer t = {.curl = p->curl, .buf = buf, .want = len};
+        struct curl_slist *headers = NULL;
+        char line[ETAG_MAX + 64];
+        snprintf(line, sizeof line, "Range: %s", range);
+        headers = curl_slist_append(headers, line);
+        if (h->etag[0] != '\0') {
+            snprintf(line, sizeof line, "If-Match: %s", h->etag);
+            headers = curl_slist_append(headers, line);
+        }
+        if (headers != NULL && h->signer.sign != NULL) {
+            st = h->signer.sign(h->signer.ctx, "GET", range, &headers, err);
+        }
+        if (headers == NULL) {
+            st = sp_err_set(err, SP_E_NOMEM, "%s: out of memory", h->name);
+        }
+        if (st != SP_OK) {
+            curl_slist_free_all(headers);
+            break;
+        }
+        p->error[0] = '\0';
+        curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, &t);
+        curl_easy_setopt(p->curl, CURLOPT_HEADERDATA, &t);
+        CURLcode rc = curl_easy_perform(p->curl);
+        curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, NULL);
+        curl_slist_free_all(headers);
+        long code = 0;
+        curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &code);
+        if (t.overflow) {
+            st = sp_err_set(err, SP_E_IO, "%s: the server sent more than the %zu bytes of %s",
+                            h->name, len, range);
+            break;
+        }
+        if (rc == CURLE_WRITE_ERROR && code != 206) {
+            rc = CURLE_OK; /* we stopped reading an error or non-range body ourselves */
+        }
+        if (retryable(rc, code) && attempt < ATTEMPTS) {
+            struct timespec pause = {0, 100000000L << (2 * (attempt - 1))}; /* 0.1, 0.4, 1.6 s */
+            if (pause.tv_nsec >= 1000000000L) {
+                pause.tv_sec = pause.tv_nsec / 1000000000L;
+                pause.tv_nsec %= 1000000000L;
+            }
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        if (rc != CURLE_OK) {
+            st = sp_err_set(err, SP_E_IO, "%s: %s for %s%s", h->name,
+                            p->error[0] ? p->error : curl_easy_strerror(rc), range,
+                            attempt > 1 ? " (after retries)" : "");
+            break;
+        }
+        if (code != 206) {
+            st = http_status_error(h, code, &t, range, err);
+            break;
+        }
+        /* A 206 must say which bytes it holds, and they must be the ones asked for. */
+        bool range_ok = t.have_range && t.first == offset && t.got == t.last - t.first + 1 &&
+                        (open ? t.last <= offset + len - 1 : t.last == offset + len - 1) &&
+                        (open || t.total == h->size);
+        if (!range_ok) {
+            st = sp_err_set(err, SP_E_IO,
+                            "%s: the server's answer to %s is not that range (%s, %zu bytes)",
+                            h->name, range,
+                            t.bad_range_header ? "malformed Content-Range"
+                            : t.have_range     ? "another range or object size"
+                                               : "no Content-Range",
+                            t.got);
+            break;
+        }
+        if (h->etag[0] != '\0' && t.etag[0] != '\0' && strcmp(h->etag, t.etag) != 0) {
+            st =
+                sp_err_set(err, SP_E_IO, "%s: the object changed while it was being read", h->name);
+            break;
+        }
+        if (open) {
+            h->size = t.total;
+            /* If-Match compares strongly: a weak validator would fail every request. */
+            if (strncmp(t.etag, "W/", 2) != 0) {
+                memcpy(h->etag, t.etag, sizeof h->etag);
+            }
+        }
+        *got = t.got;
+        break;
+    }
+    return_handle(h, p);
+    return st;
+}
+
+/* Block `index` from the cache into dst (n bytes from `from` within it); false on a miss. */
+static bool cache_copy(http_ctx *h, uint64_t index, size_t from, void *dst, size_t n) {
+    bool hit = false;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < CACHE_BLOCKS; i++) {
+        cached_block *b = &h->blocks[i];
+        if (b->last_use != 0 && b->index == index && from + n <= b->len) {
+            memcpy(dst, b->data + from, n);
+            b->last_use = ++h->clock;
+            hit = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    return hit;
+}
+
+/* Keep `data` (malloc'd, len bytes) as block `index`, replacing the least recently used. */
+static void cache_put(http_ctx *h, uint64_t index, unsigned char *data, size_t len) {
+    pthread_mutex_lock(&h->lock);
+    cached_block *victim = &h->blocks[0];
+    for (int i = 0; i < CACHE_BLOCKS; i++) {
+        cached_block *b = &h->blocks[i];
+        if (b->last_use != 0 && b->index == index) {
+            victim = b; /* another reader fetched it meanwhile */
+            break;
+        }
+        if (b->last_use < victim->last_use) {
+            victim = b;
+        }
+    }
+    unsigned char *old = victim->data;
+    victim->data = data;
+    victim->len = len;
+    victim->index = index;
+    victim->last_use = ++h->clock;
+    pthread_mutex_unlock(&h->lock);
+    free(old);
+}
+
+static sp_status read_small(http_ctx *h, uint64_t offset, unsigned char *buf, size_t len,
+                            sp_err *err) {
+    while (len > 0) {
+        uint64_t index = offset / BLOCK_SIZE;
+        size_t from = (size_t)(offset % BLOCK_SIZE);
+        size_t n = BLOCK_SIZE - from < len ? BLOCK_SIZE - from : len;
+        if (!cache_copy(h, index, from, buf, n)) {
+            uint64_t start = index * BLOCK_SIZE;
+            size_t block_len =
+                h->size - start < BLOCK_SIZE ? (size_t)(h->size - start) : BLOCK_SIZE;
+            unsigned char *data = malloc(block_len);
+            size_t got = 0;
+            if (data == NULL) {
+                return sp_err_set(err, SP_E_NOMEM, "%s: out of memory", h->name);
+            }
+            sp_status st = fetch(h, start, block_len, data, false, &got, err);
+            if (st != SP_OK) {
+                free(data);
+                return st;
+            }
+            memcpy(buf, data + from, n);
+            cache_put(h, index, data, block_len);
+        }
+        offset += n;
+        buf += n;
+        len -= n;
+    }
+    return SP_OK;
+}
+
+static sp_status http_read_at(void *ctx, uint64_t offset, void *buf, size_t len, size_t *got,
+                              sp_err *err) {
+    http_ctx *h = ctx;
+    *got = 0;
+    if (offset >= h->size || len == 0) {
+        return SP_OK;
+    }
+    if (len > h->size - offset) {
+        len = (size_t)(h->size - offset);
+    }
+    sp_status st = len < BLOCK_SIZE ? read_small(h, offset, buf, len, err)
+                                    : fetch(h, offset, len, buf, false, got, err);
+    if (st == SP_OK) {
+        *got = len;
+    }
+    return st;
+}
+
+static void http_close(void *ctx) {
+    http_ctx *h = ctx;
+    for (int i = 0; i < h->n_pool; i++) {
+        curl_easy_cleanup(h->pool[i]->curl);
+        free(h->pool[i]);
+    }
+    for (int i = 0; i < CACHE_BLOCKS; i++) {
+        free(h->blocks[i].data);
+    }
+    if (h->signer.free_ctx != NULL) {
+        h->signer.free_ctx(h->signer.ctx);
+    }
+    pthread_mutex_destroy(&h->lock);
+    free(h->url);
+    free(h->name);
+    free(h);
+}
+
+static const sp_source_impl HTTP_IMPL = {http_read_at, http_close};
+
+static long stall_timeout_from_env(void) {
+    const char *v = getenv("SLIDEPIPE_HTTP_TIMEOUT");
+    char *end = NULL;
+    long s = v != NULL ? strtol(v, &end, 10) : 0;
+    return (v != NULL && end != v && *end == '\0' && s > 0 && s <= 3600) ? s : 30;
+}
+
+sp_status sp_source_open_http(const char *url, const char *name, const sp_http_signer *signer,
+                              sp_source **out, sp_err *err) {
+    *out = NULL;
+    sp_http_signer none = {0};
+    const sp_http_signer *sg = signer != NULL ? signer : &none;
+    pthread_once(&curl_once, init_curl);
+    http_ctx *h = calloc(1, sizeof *h);
+    unsigned char *first = malloc(BLOCK_SIZE);
+    if (h != NULL) {
+        h->url = strdup(url);
+        h->name = strdup(name != NULL ? name : url);
+    }
+    if (h == NULL || first == NULL || h->url == NULL || h->name == NULL) {
+        if (h != NULL) {
+            free(h->url);
+            free(h->name);
+        }
+        free(h);
+        free(first);
+        if (sg->free_ctx != NULL) {
+            sg->free_ctx(sg->ctx);
+        }
+        return sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", url);
+    }
+    h->signer = *sg;
+    h->stall_timeout_s = stall_timeout_from_env();
+    pthread_mutex_init(&h->lock, NULL);
+    if (curl_init_result != CURLE_OK) {
+        free(first);
+        http_close(h);
+        return sp_err_set(err, SP_E_IO, "%s: libcurl failed to initialise", name ? name : url);
+    }
+    size_t got = 0;
+    sp_status st = fetch(h, 0, BLOCK_SIZE, first, true, &got, err);
+    if (st != SP_OK) {
+        free(first);
+        http_close(h);
+        return st;
+    }
+    cache_put(h, 0, first, got);
+    return sp_source_create(&HTTP_IMPL, h, h->size, h->name, out, err);
+}
+
+bool sp_path_is_remote(const char *path) {
+    return path != NULL && (strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
+                            strncmp(path, "s3://", 5) == 0);
+}
+
+sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err) {
+    if (strncmp(path, "s3://", 5) == 0) {
+        return sp_source_open_s3(path, out, err);
+    }
+    if (sp_path_is_remote(path)) {
+        return sp_source_open_http(path, NULL, NULL, out, err);
+    }
+    return sp_source_open_file(path, out, err);
+}

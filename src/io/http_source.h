@@ -1,0 +1,52 @@
+/* http_source.h — byte sources over remote objects: HTTP(S) URLs read with Range requests, and
+ * S3 objects (s3://bucket/key) read the same way with SigV4-signed requests (s3_source.c).
+ *
+ * Every response is untrusted: a read succeeds only on a 206 whose Content-Range names exactly the
+ * bytes asked for, of an object of the size (and ETag) seen when it was opened, with a body of
+ * exactly that length. Transient failures (connection errors, 5xx, 429) are retried a few times;
+ * a stalled transfer times out (SLIDEPIPE_HTTP_TIMEOUT seconds, default 30). Reads are
+ * thread-safe: each concurrent reader borrows its own libcurl handle, which keeps its connection.
+ */
+#ifndef SP_IO_HTTP_SOURCE_H
+#define SP_IO_HTTP_SOURCE_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io/source.h"
+
+/* Adds the headers that authorise one request (method "GET", the Range header's value) to
+ * *headers. Called for every request, retries included, from any thread. */
+typedef sp_status (*sp_http_sign_fn)(void *ctx, const char *method, const char *range,
+                                     struct curl_slist **headers, sp_err *err);
+
+typedef struct sp_http_signer {
+    sp_http_sign_fn sign;
+    void *ctx;
+    void (*free_ctx)(void *ctx);
+} sp_http_signer;
+
+/* Open `url` (http:// or https://). `name` is what messages call it (the URL when NULL). With a
+ * signer, its ctx is owned by the source from here on, also on failure. */
+sp_status sp_source_open_http(const char *url, const char *name, const sp_http_signer *signer,
+                              sp_source **out, sp_err *err);
+
+/* Open s3://bucket/key with the AWS environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN, AWS_REGION (or AWS_DEFAULT_REGION; default us-east-1) and an endpoint from
+ * AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (path-style requests) or else Amazon's (virtual-hosted).
+ * Without credentials the requests are unsigned, as for a public bucket. */
+sp_status sp_source_open_s3(const char *uri, sp_source **out, sp_err *err);
+
+/* A path, http(s):// URL or s3:// URI, each to its source. */
+sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err);
+
+/* True when `path` names a remote object (http://, https:// or s3://). */
+bool sp_path_is_remote(const char *path);
+
+/* Parse a Content-Range value "bytes FIRST-LAST/TOTAL" strictly (decimal, FIRST <= LAST < TOTAL).
+ * Returns false for anything else, "*" totals included. */
+bool sp_http_parse_content_range(const char *value, size_t len, uint64_t *first, uint64_t *last,
+                                 uint64_t *total);
+
+#endif

@@ -1,0 +1,384 @@
+"""Remote slides: HTTP(S) URLs and s3:// objects read through real servers on loopback.
+
+nginx (Debian's nginx-light) serves the shared test data; every command that reads a slide must
+give over HTTP exactly what it gives for the local file. A small Python server that misbehaves on
+purpose (ignores Range, answers with other bytes, sends too many or too few, stalls, fails and
+recovers) checks that no server response is trusted: each is an error with exit code 1 and a clear
+message, or a successful retry, never wrong pixels. moto's S3 server (pinned in
+tests/requirements.txt), with IAM enforcement on, checks the SigV4 signing: it recomputes every
+request's signature and refuses a wrong one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TESTDATA = Path(os.environ.get("SP_TESTDATA", Path(__file__).resolve().parents[2].parent / "shared" / "testdata"))
+# Single-file slides of each container: Aperio JPEG and JPEG 2000, generic TIFF (zstd), OME-TIFF.
+SLIDES = [
+    "aperio/CMU-1-Small-Region.svs",
+    "aperio/tcga-cr-7395-01a-01-ts1.svs",
+    "generic-tiff/yb10kx5k.zstd.tiff",
+    "generic-tiff/boxes.tiff",
+]
+REGION = ["--level", "0", "--x", "100", "--y", "200", "--width", "700", "--height", "500"]
+
+pytestmark = pytest.mark.skipif(not TESTDATA.is_dir(), reason=f"no shared test data at {TESTDATA}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory):
+    """Base URL of an nginx serving the test data at / and a writable folder at /scratch/."""
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.path.exists(exe):
+        pytest.fail("nginx is not installed (scripts/bootstrap installs nginx-light)")
+    work = tmp_path_factory.mktemp("nginx")
+    scratch = work / "scratch"
+    scratch.mkdir()
+    port = free_port()
+    temps = " ".join(f"{k}_temp_path {work}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (work / "nginx.conf").write_text(
+        f"""daemon off; master_process off; worker_processes 1;
+error_log {work}/error.log; pid {work}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{
+  access_log {work}/access.log; {temps}
+  server {{ listen 127.0.0.1:{port}; root {TESTDATA};
+           location /scratch/ {{ alias {scratch}/; }} }}
+}}
+"""
+    )
+    proc = subprocess.Popen([exe, "-c", str(work / "nginx.conf"), "-e", str(work / "error.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, proc, "nginx")
+        yield {"url": f"http://127.0.0.1:{port}", "scratch": scratch, "log": work / "access.log"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def same_command_output(run, local_args, remote_args):
+    a = run(local_args)
+    b = run(remote_args)
+    assert a.returncode == 0, a.stderr
+    assert b.returncode == 0, b.stderr
+    return a, b
+
+
+@pytest.mark.parametrize("rel", SLIDES)
+def test_info_over_http_equals_local(run, nginx, rel):
+    a, b = same_command_output(run, ["info", TESTDATA / rel, "--json"],
+                               ["info", f"{nginx['url']}/{rel}", "--json"])
+    local, remote = json.loads(a.stdout), json.loads(b.stdout)
+    local.pop("path", None)
+    remote.pop("path", None)
+    assert remote == local
+
+
+@pytest.mark.parametrize("rel", SLIDES)
+def test_region_over_http_equals_local(run, nginx, rel, tmp_path):
+    lo, re_ = tmp_path / "local.rgba", tmp_path / "remote.rgba"
+    same_command_output(run, ["region", TESTDATA / rel, *REGION, "-o", lo],
+                        ["region", f"{nginx['url']}/{rel}", *REGION, "-o", re_])
+    local = np.fromfile(lo, np.uint8)
+    assert local.size == 700 * 500 * 4 and local.any()
+    assert np.array_equal(np.fromfile(re_, np.uint8), local)
+
+
+def test_convert_over_http_gives_the_local_dataset_hash(run, nginx, tmp_path):
+    rel = "aperio/CMU-1-Small-Region.svs"
+    same_command_output(run, ["convert", TESTDATA / rel, tmp_path / "local.zarr"],
+                        ["convert", f"{nginx['url']}/{rel}", tmp_path / "remote.zarr"])
+    hashes = [json.loads(run(["info", tmp_path / n, "--json"]).stdout)["dataset_hash"]
+              for n in ("local.zarr", "remote.zarr")]
+    assert hashes[0] and hashes[0] == hashes[1]
+
+
+def test_bench_read_over_http(run, nginx):
+    proc = run(["bench", "read", f"{nginx['url']}/generic-tiff/yb10kx5k.zstd.tiff", "--count", "40",
+                "--threads", "2", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["regions_per_s"] > 0
+
+
+def test_missing_object_is_a_clear_error(run, nginx):
+    proc = run(["info", f"{nginx['url']}/aperio/no-such-slide.svs"])
+    assert proc.returncode == 1
+    assert "HTTP 404 (not found)" in proc.stderr
+
+
+def test_refused_connection_is_a_clear_error(run):
+    proc = run(["info", f"http://127.0.0.1:{free_port()}/slide.svs"])
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("slidepipe: ") and "connect" in proc.stderr.lower()
+
+
+def test_object_replaced_during_a_read_is_an_error(run, nginx, sp):
+    """nginx answers If-Match with 412 once the file behind the URL is another one."""
+    # Larger than the source's block cache (2 MiB), so the reader keeps making requests.
+    src = TESTDATA / "aperio/tcga-cr-7395-01a-01-ts1.svs"
+    target = nginx["scratch"] / "changing.tiff"
+    shutil.copyfile(src, target)
+    env = dict(os.environ, SLIDEPIPE_CACHE_MB="1")
+    proc = subprocess.Popen([str(sp.binary), "bench", "read", f"{nginx['url']}/scratch/changing.tiff",
+                             "--count", "100000000", "--threads", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while nginx["log"].read_text().count("/scratch/changing.tiff") < 20:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "the reader made no requests"
+            time.sleep(0.05)
+        replacement = nginx["scratch"] / "next.tiff"
+        shutil.copyfile(src, replacement)
+        os.utime(replacement, (time.time() + 10, time.time() + 10))  # another ETag (mtime-size)
+        os.replace(replacement, target)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 1, err
+    assert "changed while it was being read" in err
+
+
+# ---- a server that misbehaves on purpose -----------------------------------------------------
+
+
+# Larger than one request's 64 KiB, so reading a region takes requests after the first.
+MISBEHAVING_SLIDE = "aperio/tcga-cr-7395-01a-01-ts1.svs"
+
+
+class Misbehaving(http.server.BaseHTTPRequestHandler):
+    """Serves one file; self.server.mode says how to get it wrong."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        srv = self.server
+        data = srv.data
+        srv.requests += 1
+        rng = self.headers.get("Range", "")
+        first, last = (int(v) for v in rng.removeprefix("bytes=").split("-"))
+        last = min(last, len(data) - 1)
+        mode = srv.mode
+        if mode == "flaky" and srv.requests % 2 == 1:
+            return self.reply(503, b"busy")
+        if mode == "ignore-range":
+            return self.reply(200, data)
+        body = data[first:last + 1]
+        header_range = f"bytes {first}-{last}/{len(data)}"
+        if mode == "other-bytes" and first > 0:
+            body = data[first + 1:last + 2]
+            header_range = f"bytes {first + 1}-{last + 1}/{len(data)}"
+        elif mode == "bad-header" and first > 0:
+            header_range = f"bytes {first}-{last}/*"
+        elif mode == "too-many" and first > 0:
+            body = data[first:last + 1 + 100]
+        elif mode == "etag-flip" and srv.requests > 1:
+            return self.reply(206, body, header_range, etag='"two"')
+        elif mode == "short" and first > 0:
+            self.send_response(206)
+            self.send_header("Content-Range", header_range)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.close_connection = True
+            return
+        elif mode == "stall" and first > 0:
+            self.send_response(206)
+            self.send_header("Content-Range", header_range)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.flush()
+            srv.release.wait(30)
+            self.close_connection = True
+            return
+        self.reply(206, body, header_range)
+
+    def reply(self, code, body, content_range=None, etag='"one"'):
+        self.send_response(code)
+        if content_range:
+            self.send_header("Content-Range", content_range)
+        self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def misbehaving():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
+    srv.daemon_threads = True
+    srv.handle_error = lambda request, address: None  # clients hanging up on purpose
+    srv.data = (TESTDATA / MISBEHAVING_SLIDE).read_bytes()
+    srv.requests = 0
+    srv.release = threading.Event()
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield srv, f"http://127.0.0.1:{srv.server_address[1]}/slide.tiff"
+    finally:
+        srv.release.set()
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("ignore-range", "ignored the Range request"),
+        ("other-bytes", "is not that range"),
+        ("bad-header", "malformed Content-Range"),
+        ("too-many", "sent more than"),
+        ("etag-flip", "changed while it was being read"),
+        ("short", "after retries"),
+    ],
+)
+def test_untrusted_responses_are_errors(run, misbehaving, mode, message, tmp_path):
+    srv, url = misbehaving
+    srv.mode = mode
+    proc = run(["region", url, *REGION, "-o", tmp_path / "out.rgba"])
+    assert proc.returncode == 1, f"{mode}: exit {proc.returncode}, {proc.stderr}"
+    assert message in proc.stderr, proc.stderr
+    assert not (tmp_path / "out.rgba").exists()
+
+
+def test_stalled_server_times_out(sp, misbehaving, tmp_path):
+    srv, url = misbehaving
+    srv.mode = "stall"
+    env = dict(os.environ, SLIDEPIPE_HTTP_TIMEOUT="1")
+    t0 = time.monotonic()
+    proc = subprocess.run([str(sp.binary), "region", url, *REGION, "-o", str(tmp_path / "out.rgba")],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "after retries" in proc.stderr and "too slow" in proc.stderr.lower(), proc.stderr
+    print(f"stalled server: error after {time.monotonic() - t0:.1f} s")
+
+
+def test_transient_failures_are_retried(run, misbehaving, tmp_path):
+    srv, url = misbehaving
+    srv.mode = "flaky"  # a 503 before every success
+    out = tmp_path / "out.rgba"
+    proc = run(["region", url, *REGION, "-o", out])
+    assert proc.returncode == 0, proc.stderr
+    local = tmp_path / "local.rgba"
+    assert run(["region", TESTDATA / MISBEHAVING_SLIDE, *REGION, "-o", local]).returncode == 0
+    assert out.read_bytes() == local.read_bytes()
+    assert srv.requests >= 4
+
+
+# ---- S3, signed -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """moto's S3 server with signature checks on, a bucket holding two slides, and credentials."""
+    boto3 = pytest.importorskip("boto3", reason="boto3 comes with moto[server] (tests/requirements.txt)")
+    moto_server = Path(sys.executable).parent / "moto_server"
+    if not moto_server.exists():
+        pytest.fail(f"no moto_server beside {sys.executable} (tests/requirements.txt pins moto[server])")
+    port = free_port()
+    # The first actions (make the user, its policy and key) run unauthenticated; every later
+    # request must carry a valid SigV4 signature.
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3")
+    proc = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, proc, "moto_server")
+        endpoint = f"http://127.0.0.1:{port}"
+        anon = dict(endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="none",
+                    aws_secret_access_key="none")
+        iam = boto3.client("iam", **anon)
+        iam.create_user(UserName="reader")
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        creds = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="eu-west-1",
+                              aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
+                              aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"])
+        client.create_bucket(Bucket="slides", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        client.upload_file(str(TESTDATA / "aperio/CMU-1-Small-Region.svs"), "slides", "cohort 1/CMU-1+small.svs")
+        client.upload_file(str(TESTDATA / "generic-tiff/yb10kx5k.zstd.tiff"), "slides", "yb.tiff")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(creds, AWS_ENDPOINT_URL=endpoint, AWS_REGION="eu-west-1")
+        yield env
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def run_env(sp, args, env):
+    return subprocess.run([str(sp.binary), *map(str, args)], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("key, rel", [("cohort 1/CMU-1+small.svs", "aperio/CMU-1-Small-Region.svs"),
+                                      ("yb.tiff", "generic-tiff/yb10kx5k.zstd.tiff")])
+def test_s3_region_equals_local(sp, run, s3, key, rel, tmp_path):
+    out = tmp_path / "s3.rgba"
+    proc = run_env(sp, ["region", f"s3://slides/{key}", *REGION, "-o", out], s3)
+    assert proc.returncode == 0, proc.stderr
+    local = tmp_path / "local.rgba"
+    assert run(["region", TESTDATA / rel, *REGION, "-o", local]).returncode == 0
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(local.read_bytes()).digest()
+
+
+def test_s3_wrong_secret_is_refused(sp, s3):
+    env = dict(s3, AWS_SECRET_ACCESS_KEY="not-the-secret")
+    proc = run_env(sp, ["info", "s3://slides/yb.tiff"], env)
+    assert proc.returncode == 1
+    assert "HTTP 403 (access denied: SignatureDoesNotMatch)" in proc.stderr, proc.stderr
+
+
+def test_s3_unsigned_request_to_a_private_bucket_is_refused(sp, s3):
+    env = {k: v for k, v in s3.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    proc = run_env(sp, ["info", "s3://slides/yb.tiff"], env)
+    assert proc.returncode == 1 and "HTTP 403" in proc.stderr, proc.stderr
+
+
+def test_s3_missing_key_and_bad_uris(sp, s3):
+    proc = run_env(sp, ["info", "s3://slides/no-such.svs"], s3)
+    assert proc.returncode == 1 and "HTTP 404" in proc.stderr, proc.stderr
+    for uri in ("s3://", "s3://slides", "s3://slides/", "s3://UPPER/x.svs", "s3://ab/x.svs"):
+        proc = run_env(sp, ["info", uri], s3)
+        assert proc.returncode == 1 and "expected s3://BUCKET/KEY" in proc.stderr, (uri, proc.stderr)
+    env = dict(s3, AWS_ENDPOINT_URL="ftp://127.0.0.1:1")
+    proc = run_env(sp, ["info", "s3://slides/yb.tiff"], env)
+    assert proc.returncode == 1 and "S3 endpoint" in proc.stderr, proc.stderr
