@@ -40,7 +40,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import openslide_facts, plan_region, testdata_dir, testdata_missing_reason
+# Imported under other names: pytest would collect anything named test* here as a test.
+from conftest import openslide_facts, plan_region
+from conftest import testdata_dir as shared_testdata_dir
+from conftest import testdata_missing_reason as shared_testdata_missing
 
 openslide = pytest.importorskip("openslide", reason="openslide-python + openslide-bin are needed")
 pydicom = pytest.importorskip("pydicom", reason="pydicom is needed (tests/requirements.txt)")
@@ -86,13 +89,13 @@ def pytest_generate_tests(metafunc):
     if not names:
         return
     (name,) = names
-    missing = testdata_missing_reason()
+    missing = shared_testdata_missing()
     if missing:
         metafunc.parametrize(name, _skip(missing))
         return
     params = []
     if name == "dicom_instance":
-        root = testdata_dir()
+        root = shared_testdata_dir()
         for p in sorted((root / "dicom").rglob("*.dcm")):
             rel = p.relative_to(root).as_posix()
             params.append(pytest.param(rel, id=rel))
@@ -194,7 +197,7 @@ def series_instances(oracle_rel: str) -> dict:
     """The VOLUME instances of the oracle file's series (its folder), by level size:
     {(w, h): dict(path, ds, mislabelled)} where `mislabelled` means JPEG frames whose markers
     say YCbCr under PhotometricInterpretation RGB (OpenSlide then returns raw YCbCr)."""
-    oracle = testdata_dir() / oracle_rel
+    oracle = shared_testdata_dir() / oracle_rel
     series = pydicom.dcmread(oracle, stop_before_pixels=True).SeriesInstanceUID
     out = {}
     for p in sorted(oracle.parent.iterdir()):
