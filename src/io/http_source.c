@@ -274,6 +274,37 @@ static sp_status http_status_error(const http_ctx *h, long code, const transfer 
                       s3code[0] ? ": " : "", s3code, range);
 }
 
+bool sp_http_add_header(struct curl_slist **list, const char *name, const char *value) {
+    char line[2048];
+    int n = snprintf(line, sizeof line, "%s: %s", name, value);
+    if (n < 0 || (size_t)n >= sizeof line) {
+        return false;
+    }
+    struct curl_slist *grown = curl_slist_append(*list, line);
+    if (grown == NULL) {
+        return false;
+    }
+    *list = grown;
+    return true;
+}
+
+/* The headers of one request for `range`: Range, If-Match once the ETag is known, the signer's. */
+static sp_status request_headers(http_ctx *h, const char *range, struct curl_slist **headers,
+                                 sp_err *err) {
+    *headers = NULL;
+    bool ok = sp_http_add_header(headers, "Range", range) &&
+              (h->etag[0] == '\0' || sp_http_add_header(headers, "If-Match", h->etag));
+    sp_status st = ok ? SP_OK : sp_err_set(err, SP_E_NOMEM, "%s: out of memory", h->name);
+    if (st == SP_OK && h->signer.sign != NULL) {
+        st = h->signer.sign(h->signer.ctx, "GET", range, headers, err);
+    }
+    if (st != SP_OK) {
+        curl_slist_free_all(*headers);
+        *headers = NULL;
+    }
+    return st;
+}
+
 /* GET bytes [offset, offset + len) into buf. `open` is the first request, which learns the size:
  * there the server may answer with fewer bytes than asked (a shorter object). */
 static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open, size_t *got,
@@ -289,21 +320,8 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
     for (int attempt = 1;; attempt++) {
         transfer t = {.curl = p->curl, .buf = buf, .want = len};
         struct curl_slist *headers = NULL;
-        char line[ETAG_MAX + 64];
-        snprintf(line, sizeof line, "Range: %s", range);
-        headers = curl_slist_append(headers, line);
-        if (h->etag[0] != '\0') {
-            snprintf(line, sizeof line, "If-Match: %s", h->etag);
-            headers = curl_slist_append(headers, line);
-        }
-        if (headers != NULL && h->signer.sign != NULL) {
-            st = h->signer.sign(h->signer.ctx, "GET", range, &headers, err);
-        }
-        if (headers == NULL) {
-            st = sp_err_set(err, SP_E_NOMEM, "%s: out of memory", h->name);
-        }
+        st = request_headers(h, range, &headers, err);
         if (st != SP_OK) {
-            curl_slist_free_all(headers);
             break;
         }
         p->error[0] = '\0';
@@ -324,11 +342,8 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
             rc = CURLE_OK; /* we stopped reading an error or non-range body ourselves */
         }
         if (retryable(rc, code) && attempt < ATTEMPTS) {
-            struct timespec pause = {0, 100000000L << (2 * (attempt - 1))}; /* 0.1, 0.4, 1.6 s */
-            if (pause.tv_nsec >= 1000000000L) {
-                pause.tv_sec = pause.tv_nsec / 1000000000L;
-                pause.tv_nsec %= 1000000000L;
-            }
+            long ms = 100L << (2 * (attempt - 1)); /* 0.1, 0.4, 1.6 s */
+            struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
             nanosleep(&pause, NULL);
             continue;
         }

@@ -27,6 +27,10 @@ typedef struct sp_http_signer {
     void (*free_ctx)(void *ctx);
 } sp_http_signer;
 
+/* Append "name: value" to *list; false when out of memory or too long (the list stays as it was).
+ * For signers. */
+bool sp_http_add_header(struct curl_slist **list, const char *name, const char *value);
+
 /* Open `url` (http:// or https://). `name` is what messages call it (the URL when NULL). With a
  * signer, its ctx is owned by the source from here on, also on failure. */
 sp_status sp_source_open_http(const char *url, const char *name, const sp_http_signer *signer,

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/strings.h"
 #include "io/http_source.h"
 #include "io/s3_sign.h"
 
@@ -41,21 +42,6 @@ static void s3_signer_free(void *ctx) {
     free(s);
 }
 
-/* Append "name: value" to *list; false when out of memory (the list stays as it was). */
-static bool add_header(struct curl_slist **list, const char *name, const char *value) {
-    char line[2048];
-    int n = snprintf(line, sizeof line, "%s: %s", name, value);
-    if (n < 0 || (size_t)n >= sizeof line) {
-        return false;
-    }
-    struct curl_slist *grown = curl_slist_append(*list, line);
-    if (grown == NULL) {
-        return false;
-    }
-    *list = grown;
-    return true;
-}
-
 static sp_status s3_sign_request(void *ctx, const char *method, const char *range,
                                  struct curl_slist **headers, sp_err *err) {
     const s3_signer *s = ctx;
@@ -68,12 +54,12 @@ static sp_status s3_sign_request(void *ctx, const char *method, const char *rang
     if (st != SP_OK) {
         return st;
     }
-    bool ok = add_header(headers, "Host", s->host) &&
-              add_header(headers, "x-amz-content-sha256", SP_S3_EMPTY_SHA256) &&
-              add_header(headers, "x-amz-date", date) &&
+    bool ok = sp_http_add_header(headers, "Host", s->host) &&
+              sp_http_add_header(headers, "x-amz-content-sha256", SP_S3_EMPTY_SHA256) &&
+              sp_http_add_header(headers, "x-amz-date", date) &&
               (s->session_token == NULL ||
-               add_header(headers, "x-amz-security-token", s->session_token)) &&
-              add_header(headers, "Authorization", authorization);
+               sp_http_add_header(headers, "x-amz-security-token", s->session_token)) &&
+              sp_http_add_header(headers, "Authorization", authorization);
     return ok ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory signing an S3 request");
 }
 
@@ -168,18 +154,12 @@ sp_status sp_source_open_s3(const char *uri, sp_source **out, sp_err *err) {
     char *canonical_uri = NULL;
     char *url = NULL;
     if (st == SP_OK) {
-        size_t n = strlen(bucket_name) + strlen(encoded_key) + 3;
-        canonical_uri = malloc(n);
-        url = malloc(n + strlen(host) + 16);
-        if (canonical_uri == NULL || url == NULL) {
+        canonical_uri = path_style ? sp_strdup_printf("/%s/%s", bucket_name, encoded_key)
+                                   : sp_strdup_printf("/%s", encoded_key);
+        url = canonical_uri != NULL ? sp_strdup_printf("%s://%s%s", scheme, host, canonical_uri)
+                                    : NULL;
+        if (url == NULL) {
             st = sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", uri);
-        } else {
-            if (path_style) {
-                snprintf(canonical_uri, n, "/%s/%s", bucket_name, encoded_key);
-            } else {
-                snprintf(canonical_uri, n, "/%s", encoded_key);
-            }
-            snprintf(url, n + strlen(host) + 16, "%s://%s%s", scheme, host, canonical_uri);
         }
     }
     free(encoded_key);
