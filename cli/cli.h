@@ -38,6 +38,15 @@ extern const char *const cli_codec_names[CLI_CODECS];
  * `option` ("--level", "--codec-level") and the codec's range. */
 int cli_check_codec_level(const char *usage, int codec, int64_t level, const char *option);
 
+/* Print a cJSON document on stdout (indented, or on one line when `compact`) and free it; a
+ * NULL root or a failed print is "out of memory". Returns CLI_OK or CLI_RUNTIME_ERROR. */
+struct cJSON;
+int cli_print_json(struct cJSON *root, bool compact);
+
+/* Parse a --max-side value (1..16384: the longer side of the low-resolution image that tissue
+ * masks and stains are computed from). CLI_OK, or the usage error's exit code. */
+int cli_parse_max_side(const char *usage, const char *text, int64_t *out);
+
 /* Print `s` as a JSON string literal (quotes, escapes). */
 void cli_json_string(FILE *f, const char *s);
 
@@ -94,5 +103,8 @@ int cmd_process(int argc, char **argv);
 int cmd_gpu(int argc, char **argv);
 int cmd_spectrum(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tissue(int argc, char **argv);
+int cmd_tiles(int argc, char **argv);
+int cmd_stains(int argc, char **argv);
 
 #endif

@@ -1,4 +1,5 @@
 /* cli_util.c — shared helpers of the command-line front end (see cli.h). */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -262,6 +263,24 @@ int cli_parse_json_only(int argc, char **argv, const char *usage, int nargs, con
     if (argc - optind != nargs) {
         return nargs == 0 ? cli_usage_error(usage, "unexpected argument '%s'", argv[optind])
                           : cli_usage_error(usage, "expected exactly %s", what);
+    }
+    return CLI_OK;
+}
+
+int cli_print_json(cJSON *root, bool compact) {
+    char *text = root == NULL ? NULL : compact ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
+    cJSON_Delete(root);
+    if (text == NULL) {
+        return cli_fail("out of memory formatting JSON");
+    }
+    puts(text);
+    free(text);
+    return CLI_OK;
+}
+
+int cli_parse_max_side(const char *usage, const char *text, int64_t *out) {
+    if (!cli_parse_int(text, 1, 16384, out)) {
+        return cli_usage_error(usage, "bad --max-side '%s' (an integer in 1..16384)", text);
     }
     return CLI_OK;
 }

@@ -65,14 +65,7 @@ static int print_json(sp_slide *slide) {
         const char *key = sp_slide_property_name(slide, i);
         cJSON_AddStringToObject(props, key, sp_slide_property_value(slide, key));
     }
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (text == NULL) {
-        return cli_fail("out of memory formatting JSON");
-    }
-    puts(text);
-    free(text);
-    return CLI_OK;
+    return cli_print_json(root, false);
 }
 
 static void print_text(sp_slide *slide, const char *path) {

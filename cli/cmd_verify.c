@@ -51,13 +51,9 @@ int cmd_verify(int argc, char **argv) {
         cJSON_AddNumberToObject(root, "problem_count", (double)problems);
         cJSON_AddItemToObject(root, "problems", r.list);
         cJSON_AddStringToObject(root, "dataset_hash", hash);
-        char *text = cJSON_Print(root);
-        cJSON_Delete(root);
-        if (text == NULL) {
-            return cli_fail("out of memory formatting JSON");
+        if (cli_print_json(root, false) != CLI_OK) {
+            return CLI_RUNTIME_ERROR;
         }
-        puts(text);
-        free(text);
     } else {
         printf("%lld problem%s; dataset_hash %s\n", (long long)problems, problems == 1 ? "" : "s",
                hash);

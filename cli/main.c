@@ -18,10 +18,13 @@ static const struct {
     {"synth", cmd_synth, "write a synthetic H&E example slide"},
     {"convert", cmd_convert, "convert a slide into an OME-Zarr pyramid with a dataset hash"},
     {"verify", cmd_verify, "re-hash a converted OME-Zarr store against its manifest"},
-    {"process", cmd_process, "run an op (sobel, gaussian, od, grey) over a level into OME-Zarr"},
+    {"process", cmd_process, "run an op (sobel, gaussian, od, grey, macenko) over a level into OME-Zarr"},
     {"gpu", cmd_gpu, "show the CUDA devices and GPU libraries slidepipe can use"},
     {"spectrum", cmd_spectrum, "log-magnitude spectral statistics of slides (histogram, mean, std)"},
     {"bench", cmd_bench, "bench read: how fast random regions (or a level) can be read"},
+    {"tissue", cmd_tissue, "compute a slide's tissue mask (PNG, coverage, threshold)"},
+    {"tiles", cmd_tiles, "list the grid tiles of a level that hold enough tissue"},
+    {"stains", cmd_stains, "estimate a slide's H&E stain vectors (Macenko)"},
 };
 
 static void usage(FILE *out) {

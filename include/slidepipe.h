@@ -292,8 +292,8 @@ SP_API void sp_process_options_destroy(sp_process_options *options);
 SP_API sp_status sp_process_options_set(sp_process_options *options, sp_process_option option,
                                         int64_t value);
 
-/* Check an op spec without running it: "grey", "od", "sobel" or "gaussian:SIGMA" (docs/ops.md
- * defines each). SP_E_INVALID_ARG with a message in `err` for anything else. */
+/* Check an op spec without running it: "grey", "od", "sobel", "gaussian:SIGMA" or "macenko"
+ * (docs/ops.md defines each). SP_E_INVALID_ARG with a message in `err` for anything else. */
 SP_API sp_status sp_op_check(const char *op_spec, char *err, size_t err_len);
 
 /* Run the op `op_spec` over one level of the slide, tile by tile with halos (or at once in the
@@ -305,7 +305,8 @@ SP_API sp_status sp_op_check(const char *op_spec, char *err, size_t err_len);
  * The result does not depend on the mode, chunk reading order or thread count.
  * `progress` (may be NULL) is called from the calling thread with chunks done of the total.
  * On success `dataset_hash` (65 bytes, may be NULL) receives the manifest's hash; on failure a
- * message goes to `err`. */
+ * message goes to `err`. macenko (3 channels, uint8) first estimates the slide's stains
+ * (sp_stains_estimate) and fails before writing anything when it cannot. */
 SP_API sp_status sp_process_to_zarr(sp_slide *slide, const char *op_spec, const char *out_path,
                                     const sp_process_options *options, sp_progress_fn progress,
                                     void *progress_user, char *dataset_hash, char *err,
@@ -548,6 +549,89 @@ typedef struct sp_cache_stats {
 /* Fill *stats (a consistent sum of each shard's figures). SP_E_INVALID_ARG when stats is NULL
  * or its struct_size is too small. Thread-safe. */
 SP_API sp_status sp_cache_get_stats(sp_cache_stats *stats);
+
+/* ---- Training: tissue masks, foreground tiles, stain normalization, augmentation -------- */
+
+/* A tissue mask: which pixels of a low-resolution image of the whole slide show tissue
+ * (docs/train.md defines the image, the chroma score, the Otsu threshold and the clean-up).
+ * Mask pixel (i, j) covers level-0 pixels [i * downsample, (i + 1) * downsample) across and
+ * [j * downsample, (j + 1) * downsample) down. */
+typedef struct sp_tissue_mask {
+    int64_t width, height;  /* mask pixels */
+    double downsample;      /* level-0 pixels per mask pixel, >= 1 */
+    int threshold;          /* chroma above this is tissue (before the clean-up) */
+    double tissue_fraction; /* tissue pixels / all mask pixels */
+    uint8_t *pixels;        /* width * height, row-major, 1 = tissue, 0 = background */
+} sp_tissue_mask;
+
+/* Compute the tissue mask of `slide` on its image whose longer side is `max_side` pixels (0 means
+ * 2048; at most 16384), read with sp_slide_read_region_scaled. On success *out owns `pixels`
+ * (free it with sp_tissue_mask_free). A slide with no tissue gives an empty mask, not an error.
+ * On failure *out is zeroed and `err` says why. Thread-safe like a region read. */
+SP_API sp_status sp_tissue_mask_compute(sp_slide *slide, int64_t max_side, sp_tissue_mask *out,
+                                        char *err, size_t err_len);
+
+/* Free a mask's pixels and zero it; NULL is accepted. */
+SP_API void sp_tissue_mask_free(sp_tissue_mask *mask);
+
+/* One tile of a grid: its top-left in level-0 pixels and the fraction of it that is tissue. */
+typedef struct sp_tile {
+    int64_t x, y;
+    double tissue;
+} sp_tile;
+
+/* The tiles of a grid over `level`: size x size pixels of that level, one every `stride` pixels
+ * of it (0 means size) across and down from (0, 0), each wholly inside the level, whose tissue
+ * fraction under `mask` (docs/train.md) is at least `min_tissue` (0 keeps every tile), in
+ * row-major order. *tiles is allocated by the library (free it with sp_tiles_free; NULL when
+ * *count is 0). SP_E_INVALID_ARG for a bad level, size, stride or fraction outside [0, 1]. */
+SP_API sp_status sp_tissue_tiles(const sp_slide *slide, const sp_tissue_mask *mask, int32_t level,
+                                 int64_t size, int64_t stride, double min_tissue, sp_tile **tiles,
+                                 size_t *count);
+
+/* Free a tile list from sp_tissue_tiles; NULL is accepted. */
+SP_API void sp_tiles_free(sp_tile *tiles);
+
+/* The stains of an H&E slide by Macenko's method (docs/train.md): the unit optical-density
+ * vectors of haematoxylin and eosin over R, G, B, and each stain's 99th-percentile
+ * concentration. */
+typedef struct sp_stains {
+    double h[3], e[3];
+    double max_h, max_e;
+    int64_t pixels; /* stained pixels the estimate used (0 for the reference) */
+} sp_stains;
+
+/* The reference stains that normalization maps to by default (docs/train.md lists the values). */
+SP_API void sp_stains_reference(sp_stains *out);
+
+/* Estimate the stains of `slide` from its image with longer side `max_side` (0 means 2048), read
+ * as sp_tissue_mask_compute reads it. SP_E_UNSUPPORTED with a message when too few pixels are
+ * stained to estimate from (a blank or unstained slide). Thread-safe like a region read. */
+SP_API sp_status sp_stains_estimate(sp_slide *slide, int64_t max_side, sp_stains *out, char *err,
+                                    size_t err_len);
+
+/* Normalize `npixels` RGB8 pixels in place from the `source` stains to the `target` stains
+ * (docs/train.md gives the arithmetic). SP_E_INVALID_ARG for NULL arguments or stains with a
+ * non-finite or non-positive concentration. Thread-safe (pure). */
+SP_API sp_status sp_stains_normalize(const sp_stains *source, const sp_stains *target, uint8_t *rgb,
+                                     int64_t npixels);
+
+/* Seeded augmentation of one square RGB8 patch in place (size x size pixels, rows of size * 3
+ * bytes): when `dihedral` is nonzero, one of the 8 flips and quarter turns; when `hed_sigma` >
+ * 0, a jitter of the haematoxylin, eosin and DAB channels (docs/train.md). Every random choice
+ * comes from `seed` alone, so a patch's augmentation does not depend on the thread or the order
+ * patches are processed in. SP_E_INVALID_ARG for a NULL patch, size < 1 or hed_sigma outside
+ * [0, 1]. Thread-safe (pure). */
+SP_API sp_status sp_augment_patch(uint8_t *rgb, int64_t size, uint64_t seed, int dihedral,
+                                  double hed_sigma);
+
+/* sp_augment_patch over `count` patches stored one after another (patch i at
+ * rgb + i * size * size * 3), patch i with seeds[i], on up to `threads` threads (0 or less: one
+ * per core). The result does not depend on the thread count. Errors as sp_augment_patch, and
+ * SP_E_INVALID_ARG for count < 0 or a NULL seeds with count > 0; nothing is changed then. */
+SP_API sp_status sp_augment_patches(uint8_t *rgb, int64_t count, int64_t size,
+                                    const uint64_t *seeds, int dihedral, double hed_sigma,
+                                    int threads);
 
 #ifdef __cplusplus
 }

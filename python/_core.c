@@ -297,6 +297,50 @@ static PyObject *slide_error(core_slide *self, PyObject *unused) {
     return text(msg);
 }
 
+/* tissue_mask(max_side) -> (bytes, width, height, downsample, threshold, tissue_fraction) */
+static PyObject *slide_tissue_mask(core_slide *self, PyObject *args) {
+    long long max_side;
+    if (!PyArg_ParseTuple(args, "L", &max_side) || check_open(self)) {
+        return NULL;
+    }
+    sp_tissue_mask m;
+    char err[1024] = "";
+    self->readers++;
+    PyThreadState *ts = PyEval_SaveThread();
+    sp_status st = sp_tissue_mask_compute(self->slide, max_side, &m, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    self->readers--;
+    if (st != SP_OK) {
+        return raise_status(st, err);
+    }
+    PyObject *r = Py_BuildValue("(y#LLdid)", (const char *)m.pixels,
+                                (Py_ssize_t)(m.width * m.height), (long long)m.width,
+                                (long long)m.height, m.downsample, m.threshold, m.tissue_fraction);
+    sp_tissue_mask_free(&m);
+    return r;
+}
+
+static PyObject *stains_tuple(const sp_stains *s) {
+    return Py_BuildValue("((ddd)(ddd)dd)", s->h[0], s->h[1], s->h[2], s->e[0], s->e[1], s->e[2],
+                         s->max_h, s->max_e);
+}
+
+/* stains(max_side) -> ((h), (e), max_h, max_e) */
+static PyObject *slide_stains(core_slide *self, PyObject *args) {
+    long long max_side;
+    if (!PyArg_ParseTuple(args, "L", &max_side) || check_open(self)) {
+        return NULL;
+    }
+    sp_stains s;
+    char err[1024] = "";
+    self->readers++;
+    PyThreadState *ts = PyEval_SaveThread();
+    sp_status st = sp_stains_estimate(self->slide, max_side, &s, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    self->readers--;
+    return st == SP_OK ? stains_tuple(&s) : raise_status(st, err);
+}
+
 static PyMethodDef slide_methods[] = {
     {"close", (PyCFunction)slide_close, METH_NOARGS, "Close the slide (idempotent)."},
     {"format", (PyCFunction)slide_format, METH_NOARGS, "The format that opened the slide."},
@@ -314,6 +358,10 @@ static PyMethodDef slide_methods[] = {
     {"read_region_scaled", (PyCFunction)slide_read_region_scaled, METH_VARARGS,
      "read_region_scaled(out, downsample, x, y, width, height, rgb)"},
     {"error", (PyCFunction)slide_error, METH_NOARGS, "The slide's sticky error, or None."},
+    {"tissue_mask", (PyCFunction)slide_tissue_mask, METH_VARARGS,
+     "tissue_mask(max_side) -> (bytes, width, height, downsample, threshold, fraction)"},
+    {"stains", (PyCFunction)slide_stains, METH_VARARGS,
+     "stains(max_side) -> ((h), (e), max_h, max_e)"},
     {NULL, NULL, 0, NULL}};
 
 /* (clang-format would join the head macro, which ends in a comma, to the next line.) */
@@ -434,6 +482,118 @@ done:
     return result;
 }
 
+/* ---- Training ---------------------------------------------------------------------------- */
+
+/* tissue_tiles(slide, mask, width, height, downsample, level, size, stride, min_tissue) -> bytes
+ * of sp_tile records (int64 x, int64 y, float64 tissue). */
+static PyObject *core_tissue_tiles(PyObject *module, PyObject *args) {
+    PyObject *slide_obj, *mask_obj;
+    long long w, h, size, stride;
+    double ds, min_tissue;
+    int level;
+    if (!PyArg_ParseTuple(args, "O!OLLdiLLd", &core_slide_type, &slide_obj, &mask_obj, &w, &h,
+                          &ds, &level, &size, &stride, &min_tissue)) {
+        return NULL;
+    }
+    core_slide *s = (core_slide *)slide_obj;
+    Py_buffer view;
+    if (check_open(s) || PyObject_GetBuffer(mask_obj, &view, PyBUF_C_CONTIGUOUS) != 0) {
+        return NULL;
+    }
+    if (w <= 0 || h <= 0 || view.len != w * h) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "the mask must hold width x height bytes");
+    }
+    sp_tissue_mask m = {.width = w, .height = h, .downsample = ds, .pixels = view.buf};
+    sp_tile *tiles = NULL;
+    size_t count = 0;
+    PyThreadState *ts = PyEval_SaveThread();
+    sp_status st = sp_tissue_tiles(s->slide, &m, level, size, stride, min_tissue, &tiles, &count);
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&view);
+    if (st != SP_OK) {
+        return raise_status(st, "bad tile grid (level, size, stride or min_tissue out of range)");
+    }
+    PyObject *r = PyBytes_FromStringAndSize((const char *)tiles,
+                                            (Py_ssize_t)(count * sizeof *tiles));
+    sp_tiles_free(tiles);
+    return r;
+}
+
+static int parse_stains(PyObject *obj, sp_stains *s) {
+    return PyArg_ParseTuple(obj, "(ddd)(ddd)dd", &s->h[0], &s->h[1], &s->h[2], &s->e[0], &s->e[1],
+                            &s->e[2], &s->max_h, &s->max_e);
+}
+
+static PyObject *core_stains_reference(PyObject *module, PyObject *unused) {
+    sp_stains s;
+    sp_stains_reference(&s);
+    return stains_tuple(&s);
+}
+
+/* stains_normalize(buffer, source, target): RGB8 pixels in place. */
+static PyObject *core_stains_normalize(PyObject *module, PyObject *args) {
+    PyObject *out, *src_obj, *dst_obj;
+    sp_stains src, dst;
+    if (!PyArg_ParseTuple(args, "OOO", &out, &src_obj, &dst_obj) || !parse_stains(src_obj, &src) ||
+        !parse_stains(dst_obj, &dst)) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (get_out_buffer(out, &view, 0) != 0) {
+        return NULL;
+    }
+    if (view.len % 3 != 0) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "RGB pixels take 3 bytes each");
+    }
+    PyThreadState *ts = PyEval_SaveThread();
+    sp_status st = sp_stains_normalize(&src, &dst, view.buf, (int64_t)(view.len / 3));
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&view);
+    if (st != SP_OK) {
+        return raise_status(st, "bad stains (a concentration is not positive and finite)");
+    }
+    Py_RETURN_NONE;
+}
+
+/* augment_patches(buffer, count, size, seeds, dihedral, hed_sigma, threads) */
+static PyObject *core_augment_patches(PyObject *module, PyObject *args) {
+    PyObject *out, *seeds_obj;
+    long long count, size;
+    int dihedral, threads;
+    double sigma;
+    if (!PyArg_ParseTuple(args, "OLLOpdi", &out, &count, &size, &seeds_obj, &dihedral, &sigma,
+                          &threads)) {
+        return NULL;
+    }
+    if (count < 0 || size < 1 || size > (1 << 20) || count > INT64_MAX / (size * size * 3)) {
+        return PyErr_Format(PyExc_ValueError, "bad patch count or size");
+    }
+    Py_buffer view, seeds;
+    if (get_out_buffer(out, &view, count * size * size * 3) != 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(seeds_obj, &seeds, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (seeds.len != count * (Py_ssize_t)sizeof(uint64_t)) {
+        PyBuffer_Release(&seeds);
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "one uint64 seed per patch");
+    }
+    PyThreadState *ts = PyEval_SaveThread();
+    sp_status st = sp_augment_patches(view.buf, count, size, seeds.buf, dihedral, sigma, threads);
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&seeds);
+    PyBuffer_Release(&view);
+    if (st != SP_OK) {
+        return raise_status(st, "hed_sigma must lie in [0, 1]");
+    }
+    Py_RETURN_NONE;
+}
+
 /* ---- The cache and the rest -------------------------------------------------------------- */
 
 static PyObject *core_cache_set_capacity(PyObject *module, PyObject *arg) {
@@ -474,6 +634,13 @@ static PyMethodDef core_methods[] = {
     {"cache_set_capacity", core_cache_set_capacity, METH_O, "Set the tile cache's bytes."},
     {"cache_stats", core_cache_stats, METH_NOARGS, "The tile cache's figures, as a dict."},
     {"status_str", core_status_str, METH_O, "The name of a status code."},
+    {"tissue_tiles", core_tissue_tiles, METH_VARARGS,
+     "tissue_tiles(slide, mask, width, height, downsample, level, size, stride, min_tissue)"},
+    {"stains_reference", core_stains_reference, METH_NOARGS, "The reference H&E stains."},
+    {"stains_normalize", core_stains_normalize, METH_VARARGS,
+     "stains_normalize(rgb, source, target): in place"},
+    {"augment_patches", core_augment_patches, METH_VARARGS,
+     "augment_patches(rgb, count, size, seeds, dihedral, hed_sigma, threads): in place"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, .m_name = "slidepipe._core",

@@ -14,6 +14,8 @@ library's tile cache is shared by every slide and thread (set_cache_capacity, ca
 
 Errors are SlidepipeError with ``.code`` (the C API's status) and ``.status`` (its name);
 read_regions raises BatchError naming each region that failed, after reading all the others.
+Training data (tissue masks, foreground tiles, stain normalization, seeded augmentation and
+PatchSampler, which batches patches of many slides for PyTorch) is in slidepipe.train.
 This is the public C API (include/slidepipe.h) and nothing more; docs/python.md has more.
 """
 
@@ -22,9 +24,12 @@ import os
 import numpy as np
 
 from . import _core
+from . import train
+from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
+                    normalize_stains)
 
 __all__ = ["open", "Slide", "Level", "read_regions", "set_cache_capacity", "cache_stats",
-           "SlidepipeError", "BatchError", "__version__"]
+           "SlidepipeError", "BatchError", "__version__", *train.__all__]
 
 __version__ = _core.version
 SlidepipeError = _core.Error
@@ -183,6 +188,23 @@ class Slide:
         arr = np.empty((height, width, 3 if rgb else 4), dtype=np.uint8)
         self._core.read_associated(name, arr, bool(rgb))
         return arr
+
+    # ---- training (slidepipe.train; docs/train.md) ----
+
+    def tissue_mask(self, max_side=2048):
+        """The slide's TissueMask, computed on its image `max_side` pixels across."""
+        return train.tissue_mask(self._core, max_side)
+
+    def tissue_tiles(self, size, *, level=0, stride=None, min_tissue=0.5, mask=None):
+        """The `size` x `size` tiles of `level`'s grid (one every `stride` pixels, default
+        `size`) with at least `min_tissue` tissue under `mask` (default: tissue_mask()), as a
+        TILE_DTYPE array in row-major order (x, y in level-0 pixels)."""
+        mask = self.tissue_mask() if mask is None else mask
+        return train.tissue_tiles(self._core, mask, level, size, stride, min_tissue)
+
+    def stains(self, max_side=2048):
+        """The slide's H&E Stains by Macenko's method, from its image `max_side` across."""
+        return train.Stains(*self._core.stains(int(max_side)))
 
 
 def open(path):

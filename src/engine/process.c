@@ -19,6 +19,8 @@
 #include "core/int_options.h"
 #include "engine/engine.h"
 #include "ops/op.h"
+#include "train/overview.h"
+#include "train/stains_internal.h"
 #include "zarr/ome_json.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
@@ -140,6 +142,31 @@ static cJSON *multiscales_json(const process_ctx *p, bool with_version) {
     return list;
 }
 
+/* A double written with 17 significant digits, so that it reads back as the same double
+ * (cJSON's own printing may drop the last bit). */
+static cJSON *exact_number(double v) {
+    char text[32];
+    snprintf(text, sizeof text, "%.17g", v);
+    return cJSON_CreateRaw(text);
+}
+
+/* Stains as {"h": [..], "e": [..], "max_h", "max_e"} (and the pixels they were estimated from),
+ * exactly, so that sp_stains_normalize with them gives the stored bytes again. */
+static cJSON *stains_json(const sp_stains *st) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *h = cJSON_AddArrayToObject(o, "h"), *e = cJSON_AddArrayToObject(o, "e");
+    for (int k = 0; k < 3; k++) {
+        cJSON_AddItemToArray(h, exact_number(st->h[k]));
+        cJSON_AddItemToArray(e, exact_number(st->e[k]));
+    }
+    cJSON_AddItemToObject(o, "max_h", exact_number(st->max_h));
+    cJSON_AddItemToObject(o, "max_e", exact_number(st->max_e));
+    if (st->pixels > 0) {
+        cJSON_AddNumberToObject(o, "pixels", (double)st->pixels);
+    }
+    return o;
+}
+
 static cJSON *slidepipe_json(const process_ctx *p) {
     cJSON *sp = cJSON_CreateObject();
     cJSON_AddStringToObject(sp, "version", sp_version());
@@ -151,6 +178,13 @@ static cJSON *slidepipe_json(const process_ctx *p) {
         cJSON_AddNumberToObject(params, "sigma", p->params.sigma);
         cJSON_AddNumberToObject(params, "truncate", 4.0);
         cJSON_AddStringToObject(params, "mode", "reflect");
+    }
+    if (p->op == &sp_op_macenko) {
+        cJSON *params = cJSON_AddObjectToObject(op, "parameters");
+        cJSON_AddItemToObject(params, "source", stains_json(&p->params.source));
+        cJSON_AddItemToObject(params, "target", stains_json(&p->params.target));
+        cJSON_AddNumberToObject(params, "max_side", SP_OVERVIEW_DEFAULT_SIDE);
+        cJSON_AddStringToObject(params, "definition", "docs/stains.md");
     }
     cJSON_AddNumberToObject(op, "halo", p->op->halo(&p->params));
     cJSON_AddStringToObject(op, "dtype", p->op->output == SP_ZARR_F32 ? "float32" : "uint8");
@@ -251,9 +285,19 @@ static sp_status process(sp_slide *slide, const char *spec, const char *out_path
     if (cuda && o->value[SP_PROCESS_MODE] == SP_PROCESS_GLOBAL) {
         return sp_err_set(err, SP_E_INVALID_ARG, "the global mode runs on the CPU only");
     }
+    if (cuda && p.op->cuda == NULL) {
+        return sp_err_set(err, SP_E_UNSUPPORTED, "--device cuda: op %s has no CUDA implementation",
+                          p.op->name);
+    }
     char why[300];
     if (cuda && sp_cuda_device_count(why, sizeof why) == 0) {
         return sp_err_set(err, SP_E_UNSUPPORTED, "--device cuda: %s", why);
+    }
+    if (p.op->prepare != NULL) {
+        st = p.op->prepare(slide, &p.params, err);
+        if (st != SP_OK) {
+            return st;
+        }
     }
     sp_zarr_store *store = NULL;
     st = sp_zarr_store_open(out_path, false, &store, err);

@@ -37,9 +37,10 @@
 #define SP_OPS_SIMD
 #endif
 
-/* An op's parameters, parsed from its spec ("gaussian:1.5"). */
+/* An op's parameters, parsed from its spec ("gaussian:1.5") or found by its prepare hook. */
 typedef struct sp_op_params {
-    double sigma; /* gaussian: the standard deviation in pixels */
+    double sigma;             /* gaussian: the standard deviation in pixels */
+    sp_stains source, target; /* macenko: the slide's stains and the ones to map them to */
 } sp_op_params;
 
 /* One block of work. */
@@ -58,6 +59,10 @@ typedef struct sp_op {
     /* Parse the text after "NAME:" (NULL when there is none) into params; NULL for ops that
      * take no parameter. Fails with SP_E_INVALID_ARG and a message. */
     sp_status (*parse)(const char *arg, sp_op_params *params, sp_err *err);
+    /* What the op learns from the whole slide before the run (macenko: its stains), into
+     * params; NULL for ops that need nothing. Called once, before anything is written; its
+     * error (with a message) ends the run. */
+    sp_status (*prepare)(sp_slide *slide, sp_op_params *params, sp_err *err);
     /* Pixels of context needed on each side of an output pixel. */
     int (*halo)(const sp_op_params *params);
     sp_pixel_format input; /* what the engine reads: SP_PIXEL_RGB8 */
@@ -76,8 +81,9 @@ extern const sp_op sp_op_grey;
 extern const sp_op sp_op_od;
 extern const sp_op sp_op_sobel;
 extern const sp_op sp_op_gaussian;
+extern const sp_op sp_op_macenko;
 
-/* Find the op named by `spec` ("grey", "od", "sobel", "gaussian:SIGMA") and parse its
+/* Find the op named by `spec` ("grey", "od", "sobel", "gaussian:SIGMA", "macenko") and parse its
  * parameters; SP_E_INVALID_ARG with a message naming the problem otherwise. */
 sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, sp_err *err);
 

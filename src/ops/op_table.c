@@ -6,13 +6,15 @@
 
 #include "ops/op.h"
 
-static const sp_op *const OPS[] = {&sp_op_grey, &sp_op_od, &sp_op_sobel, &sp_op_gaussian};
+static const sp_op *const OPS[] = {&sp_op_grey, &sp_op_od, &sp_op_sobel, &sp_op_gaussian,
+                                   &sp_op_macenko};
 
 sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, sp_err *err) {
     *op = NULL;
     memset(params, 0, sizeof *params);
     if (spec == NULL || *spec == '\0') {
-        return sp_err_set(err, SP_E_INVALID_ARG, "no op given (grey, od, sobel, gaussian:SIGMA)");
+        return sp_err_set(err, SP_E_INVALID_ARG,
+                          "no op given (grey, od, sobel, gaussian:SIGMA, macenko)");
     }
     const char *colon = strchr(spec, ':');
     size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -34,8 +36,9 @@ sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, 
         *op = OPS[i];
         return SP_OK;
     }
-    return sp_err_set(err, SP_E_INVALID_ARG, "unknown op '%.*s' (grey, od, sobel, gaussian:SIGMA)",
-                      (int)name_len, spec);
+    return sp_err_set(err, SP_E_INVALID_ARG,
+                      "unknown op '%.*s' (grey, od, sobel, gaussian:SIGMA, macenko)", (int)name_len,
+                      spec);
 }
 
 void sp_op_rgb_channel_to_float(const uint8_t *src, int64_t stride, int c, int64_t w, int64_t h,
