@@ -20,7 +20,6 @@
 #include "engine/engine.h"
 #include "ops/op.h"
 #include "train/overview.h"
-#include "train/stains_internal.h"
 #include "zarr/ome_json.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
