@@ -34,11 +34,6 @@ static uint64_t splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-/* -ln(max(i, 1) / 255): the optical density of each 8-bit value (the od op's definition). */
-static float od_of(int i) {
-    return (float)-log((double)(i > 0 ? i : 1) / 255.0);
-}
-
 static void invert3(const double m[3][3], double inv[3][3]) {
     double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) -
                  m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
@@ -140,12 +135,9 @@ static void augment_one(uint8_t *rgb, int64_t size, uint64_t seed, int flips, do
         u[i] = (double)(splitmix64(&state) >> 11) * 0x1p-53;
     }
     if (sigma > 0.0) {
-        float lut[256], a[3][3], b[3];
-        for (int i = 0; i < 256; i++) {
-            lut[i] = od_of(i);
-        }
+        float a[3][3], b[3];
         jitter_map(u, sigma, a, b);
-        jitter_pixels(rgb, size * size, lut, a, b);
+        jitter_pixels(rgb, size * size, sp_op_od_table(), a, b); /* the od op's -ln table */
     }
     if (flips) {
         dihedral(rgb, size, (unsigned)(u[DRAW_DIHEDRAL] * 8.0));
