@@ -85,6 +85,11 @@ sp_status sp_deflate_decode(const uint8_t *in, size_t in_len, uint8_t *out, size
 sp_status sp_zstd_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
                          size_t *written, sp_err *err);
 
+/* The calling thread's zstd compression context (a ZSTD_CCtx), kept until the thread ends; NULL
+ * when out of memory. Whoever compresses with it sets every parameter each time (as
+ * ZSTD_compressCCtx does). */
+struct ZSTD_CCtx_s *sp_zstd_thread_cctx(void);
+
 /* PackBits run-length data (TIFF compression 32773); output beyond out_len is cut. */
 sp_status sp_packbits_decode(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len,
                              size_t *written, sp_err *err);

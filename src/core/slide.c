@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "core/slide_internal.h"
@@ -33,7 +34,10 @@ static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp
             }
         }
     }
-    if (is_directory) {
+    if (is_directory && sp_path_is_remote(path)) {
+        st = sp_err_set(err, SP_E_NOT_A_SLIDE,
+                        "%s: no slide under this prefix (no zarr.json, .zgroup or .zarray)", path);
+    } else if (is_directory) {
         st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: a directory holding no slide slidepipe reads",
                         path);
     } else {
@@ -91,6 +95,37 @@ sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits
     return SP_OK;
 }
 
+/* Whether `s` ends with `suffix`, ignoring case. */
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcasecmp(s + n - k, suffix) == 0;
+}
+
+/* A remote path names an object (a slide file) or a prefix (a folder-shaped slide: a Zarr store).
+ * A path ending in ".zarr" or ".zarr/", or an http(s) URL ending in "/" (a web server answers a
+ * folder's URL with a redirect or a refusal, not a 404), is taken for a prefix. Any other is tried
+ * as an object first and as a prefix when no such object exists; if that finds no slide either,
+ * the object's "not found" is the error. */
+static sp_status open_remote(const char *path, const sp_limits *limits, sp_slide **out,
+                             sp_err *err) {
+    bool prefix = ends_with(path, ".zarr") || ends_with(path, ".zarr/") ||
+                  (strncmp(path, "s3://", 5) != 0 && ends_with(path, "/"));
+    if (!prefix) {
+        sp_source *src = NULL;
+        sp_status st = sp_source_open_any(path, &src, err);
+        if (st != SP_E_NOT_FOUND) {
+            return st == SP_OK ? sp_slide_open_source(src, path, limits, out, err) : st;
+        }
+        sp_err as_prefix = {0};
+        st = sp_slide_open_source(NULL, path, limits, out, &as_prefix);
+        if (st != SP_E_NOT_A_SLIDE) {
+            *err = as_prefix;
+        }
+        return st == SP_E_NOT_A_SLIDE ? err->status : st;
+    }
+    return sp_slide_open_source(NULL, path, limits, out, err);
+}
+
 sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_slide **out,
                              char *errbuf, size_t err_len) {
     sp_err err = {0};
@@ -105,13 +140,16 @@ sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_sli
         } else {
             sp_limits_default(&limits);
         }
-        sp_source *src = NULL;
-        struct stat info;
-        bool is_directory =
-            !sp_path_is_remote(path) && stat(path, &info) == 0 && S_ISDIR(info.st_mode);
-        st = is_directory ? SP_OK : sp_source_open_any(path, &src, &err);
-        if (st == SP_OK) {
-            st = sp_slide_open_source(src, path, &limits, out, &err);
+        if (sp_path_is_remote(path)) {
+            st = open_remote(path, &limits, out, &err);
+        } else {
+            sp_source *src = NULL;
+            struct stat info;
+            bool is_directory = stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+            st = is_directory ? SP_OK : sp_source_open_any(path, &src, &err);
+            if (st == SP_OK) {
+                st = sp_slide_open_source(src, path, &limits, out, &err);
+            }
         }
     }
     if (st != SP_OK) {

@@ -1,4 +1,5 @@
-/* zarr.c — OME-Zarr: a folder holding an OME-NGFF image group, as Zarr v2 (NGFF 0.4 and
+/* zarr.c — OME-Zarr: a folder (on disk, or under an http(s):// or s3:// prefix) holding an
+ * OME-NGFF image group, as Zarr v2 (NGFF 0.4 and
  * earlier: ".zgroup" + ".zattrs" with "multiscales") or Zarr v3 (NGFF 0.5: "zarr.json" of a group
  * with attributes.ome.multiscales). A bioformats2raw layout (a root group whose series 0 is the
  * image group "0") is followed to that series.
@@ -14,21 +15,21 @@
  * fill, not as a transparent hole.
  *
  * Metadata parsing is in zarr_meta.c; here are the files: every read goes through a byte source
- * opened per chunk file, and nothing mutable is kept after open, so tiles can be read from any
+ * opened per chunk file (io/store.h, which tells a missing file from a failing one alike on disk
+ * and remotely), and nothing mutable is kept after open, so tiles can be read from any
  * number of threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
  * the source slide's properties and associated images, and the completion marker of a converted
  * store gives "slidepipe.dataset-hash".
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/strings.h"
 #include "formats/format.h"
 #include "formats/zarr_meta.h"
+#include "io/store.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
 
@@ -65,35 +66,35 @@ static char *strip_slashes(const char *path) {
 }
 
 static bool is_file(const char *dir, const char *name) {
-    char *path = sp_path_join(dir, name);
-    struct stat info;
-    bool yes = path != NULL && stat(path, &info) == 0 && S_ISREG(info.st_mode);
-    free(path);
-    return yes;
+    return sp_store_has_file(dir, name);
 }
 
-/* Open a chunk or shard file; a file that does not exist is *missing, not an error. */
-static sp_status open_data_file(const char *path, sp_source **src, bool *missing, sp_err *err) {
-    *src = NULL;
-    *missing = false;
-    sp_err local = {0};
-    if (sp_source_open_file(path, src, &local) == SP_OK) {
-        return SP_OK;
-    }
-    struct stat info;
-    if (stat(path, &info) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
-        *missing = true;
-        return SP_OK;
-    }
-    return sp_err_set(err, local.status, "%s", local.msg);
+/* Open a chunk or shard file; a file that does not exist is *missing, not an error. A remote
+ * chunk file is fetched whole by the opening request: it is at most about `expected` bytes. */
+static sp_status open_data_file(const char *path, uint64_t expected, sp_source **src,
+                                bool *missing, sp_err *err) {
+    const uint64_t most = (uint64_t)64 << 20;
+    return sp_store_open(path, (size_t)(expected < most ? expected : most), src, missing, err);
 }
 
-/* Read a whole small file (metadata) into a NUL-terminated buffer, bounded by `max`. */
+/* Read a whole small file (metadata) into a NUL-terminated buffer, bounded by `max`. A file that
+ * does not exist sets *missing (SP_OK, *out NULL) when missing is given, and is an error when not. */
 static sp_status read_small_file(const char *path, uint64_t max, const char *what, char **out,
-                                 size_t *len, sp_err *err) {
+                                 size_t *len, bool *missing, sp_err *err) {
     *out = NULL;
+    if (missing != NULL) {
+        *missing = false;
+    }
     sp_source *src = NULL;
-    sp_status st = sp_source_open_file(path, &src, err);
+    bool absent = false;
+    sp_status st = sp_store_open(path, 0, &src, &absent, err);
+    if (st == SP_OK && absent) {
+        if (missing != NULL) {
+            *missing = true;
+            return SP_OK;
+        }
+        st = sp_err_set(err, SP_E_CORRUPT, "%s is missing", what);
+    }
     if (st != SP_OK) {
         return st;
     }
@@ -130,8 +131,10 @@ static void where_of(char *buf, size_t len, const char *label, const char *name)
     snprintf(buf, len, "%s%s%s", label, label[0] ? "/" : "", name);
 }
 
+/* Read metadata file `name` of `dir`; `missing` as for read_small_file. */
 static sp_status read_metadata(const sp_slide *s, const char *dir, const char *label,
-                               const char *name, char **text, size_t *len, sp_err *err) {
+                               const char *name, char **text, size_t *len, bool *missing,
+                               sp_err *err) {
     char *path = sp_path_join(dir, name);
     if (path == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
@@ -140,7 +143,7 @@ static sp_status read_metadata(const sp_slide *s, const char *dir, const char *l
     where_of(where, sizeof where, label, name);
     sp_err local = {0};
     sp_status st = read_small_file(path, (uint64_t)s->limits.value[SP_LIMIT_MAX_METADATA], where,
-                                   text, len, &local);
+                                   text, len, missing, &local);
     free(path);
     return st == SP_OK ? SP_OK : sp_err_set(err, local.status, "%s", local.msg);
 }
@@ -163,30 +166,32 @@ static bool zarr_detect(const sp_probe *p) {
 /* Parse the group at `dir` (labelled `label` in messages). */
 static sp_status read_group(const sp_slide *s, const char *dir, const char *label,
                             sp_zarr_group_meta *g, sp_err *err) {
-    const char *name;
-    int format;
-    if (is_file(dir, "zarr.json")) {
-        name = "zarr.json";
-        format = 3;
-    } else if (is_file(dir, ".zgroup")) {
-        if (!is_file(dir, ".zattrs")) {
-            return sp_err_set(err, SP_E_NOT_A_SLIDE,
-                              "not a recognised slide: a Zarr v2 group without attributes "
-                              "(.zattrs), so without OME-NGFF \"multiscales\" metadata");
-        }
-        name = ".zattrs";
-        format = 2;
-    } else if (is_file(dir, ".zarray")) {
-        return sp_err_set(err, SP_E_NOT_A_SLIDE,
-                          "not a recognised slide: a Zarr array, not an OME-Zarr image group "
-                          "(open the group that holds it)");
-    } else {
-        return sp_err_set(err, SP_E_CORRUPT, "%s%sno Zarr group here (no zarr.json or .zgroup)",
-                          label, label[0] ? ": " : "");
-    }
+    const char *name = "zarr.json";
+    int format = 3;
     char *text = NULL;
     size_t len = 0;
-    sp_status st = read_metadata(s, dir, label, name, &text, &len, err);
+    bool missing = false;
+    sp_status st = read_metadata(s, dir, label, name, &text, &len, &missing, err);
+    if (st == SP_OK && missing) {
+        if (is_file(dir, ".zgroup")) {
+            name = ".zattrs";
+            format = 2;
+            st = read_metadata(s, dir, label, name, &text, &len, &missing, err);
+            if (st == SP_OK && missing) {
+                return sp_err_set(err, SP_E_NOT_A_SLIDE,
+                                  "not a recognised slide: a Zarr v2 group without attributes "
+                                  "(.zattrs), so without OME-NGFF \"multiscales\" metadata");
+            }
+        } else if (is_file(dir, ".zarray")) {
+            return sp_err_set(err, SP_E_NOT_A_SLIDE,
+                              "not a recognised slide: a Zarr array, not an OME-Zarr image group "
+                              "(open the group that holds it)");
+        } else {
+            return sp_err_set(err, SP_E_CORRUPT,
+                              "%s%sno Zarr group here (no zarr.json or .zgroup)", label,
+                              label[0] ? ": " : "");
+        }
+    }
     if (st != SP_OK) {
         return st;
     }
@@ -269,14 +274,9 @@ static sp_status load_array(const sp_slide *s, const char *group_dir, const char
     const char *name = format == 3 ? "zarr.json" : ".zarray";
     char where[512];
     where_of(where, sizeof where, a->label, name);
-    if (!is_file(a->dir, name)) {
-        sp_status st = sp_err_set(err, SP_E_CORRUPT, "%s is missing", where);
-        free_array(a);
-        return st;
-    }
     char *text = NULL;
     size_t len = 0;
-    sp_status st = read_metadata(s, a->dir, a->label, name, &text, &len, err);
+    sp_status st = read_metadata(s, a->dir, a->label, name, &text, &len, NULL, err);
     if (st == SP_OK) {
         sp_err local = {0};
         st = sp_zarr_parse_array(text, len, format, &s->limits, &a->m, &local);
@@ -366,7 +366,7 @@ static sp_status shard_open(const sp_slide *s, const zarr_array *a, const char *
     shard_cache_clear(c);
     c->path = path;
     bool missing;
-    sp_status st = open_data_file(path, &c->src, &missing, err);
+    sp_status st = open_data_file(path, 0, &c->src, &missing, err);
     if (st != SP_OK || missing) {
         return st;
     }
@@ -473,7 +473,7 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
     bool missing = false;
     if (!m->sharded) {
         sp_source *src = NULL;
-        st = open_data_file(path, &src, &missing, err);
+        st = open_data_file(path, m->chunk_bytes + 64, &src, &missing, err);
         free(path);
         if (st == SP_OK && !missing) {
             n = sp_source_size(src);
@@ -717,12 +717,13 @@ static sp_status add_dataset_hash(sp_slide *s, const char *root, sp_err *err) {
     if (path == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
-    struct stat info;
     char *text = NULL;
     size_t len = 0;
     sp_err ignored = {0};
-    bool have = stat(path, &info) == 0 && S_ISREG(info.st_mode) &&
-                read_small_file(path, 4096, SP_ZARR_COMPLETE, &text, &len, &ignored) == SP_OK;
+    bool missing = false;
+    bool have = read_small_file(path, 4096, SP_ZARR_COMPLETE, &text, &len, &missing, &ignored) ==
+                    SP_OK &&
+                !missing;
     free(path);
     sp_status st = SP_OK;
     if (have && len >= 64) {

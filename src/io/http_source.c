@@ -3,9 +3,13 @@
  * Slide parsers make many small reads (TIFF directories, tag arrays, tile tables) before the large
  * ones (tiles), and a request costs a round trip, so reads under one block go through a small
  * cache of aligned 64 KiB blocks, filled one request each; larger reads are one request of their
- * own. Opening reads block 0 and learns the object's size and ETag from that response; every later
- * request sends If-Match with the ETag, so an object replaced while it is read is an error, not a
- * mix of two objects' bytes. Every response is checked before its bytes are used (http_source.h).
+ * own. Opening reads the object's head (64 KiB, or what the caller expects to need: a whole Zarr
+ * chunk, say), which is kept, and learns the object's size and ETag from that response; every
+ * later request sends If-Match with the ETag, so an object replaced while it is read is an error,
+ * not a mix of two objects' bytes. Every response is checked before its bytes are used
+ * (http_source.h). libcurl handles, and with them their open connections, are pooled for the
+ * whole process, so opening one object after another (the chunks of a remote Zarr store) does not
+ * connect and shake hands again each time.
  */
 #include "io/http_source.h"
 
@@ -18,7 +22,7 @@
 
 #define BLOCK_SIZE ((size_t)64 << 10)
 #define CACHE_BLOCKS 32 /* 2 MiB a remote slide */
-#define POOL_MAX 16     /* idle handles (connections) kept */
+#define POOL_MAX 32     /* idle handles (connections) kept by the process */
 #define ATTEMPTS 4      /* a request and three retries */
 #define ERROR_BODY_MAX 2048
 #define ETAG_MAX 256
@@ -42,9 +46,9 @@ typedef struct http_ctx {
     long stall_timeout_s;
     uint64_t size;
     char etag[ETAG_MAX];  /* "" when the server sends none */
-    pthread_mutex_t lock; /* guards pool, blocks and clock */
-    pooled_handle *pool[POOL_MAX];
-    int n_pool;
+    unsigned char *head;  /* the object's first head_len bytes, from the opening request */
+    size_t head_len;
+    pthread_mutex_t lock; /* guards blocks and clock */
     cached_block blocks[CACHE_BLOCKS];
     uint64_t clock;
 } http_ctx;
@@ -175,49 +179,52 @@ static size_t on_body(char *data, size_t size, size_t count, void *userdata) {
     return n;
 }
 
+/* Idle handles of the whole process, each with the connections it keeps open. */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pooled_handle *pool[POOL_MAX];
+static int n_pool;
+
+/* A handle set up for requests to h's object: one from the pool, or a new one. */
 static pooled_handle *borrow_handle(http_ctx *h, sp_err *err) {
-    pthread_mutex_lock(&h->lock);
-    pooled_handle *p = h->n_pool > 0 ? h->pool[--h->n_pool] : NULL;
-    pthread_mutex_unlock(&h->lock);
-    if (p != NULL) {
-        return p;
-    }
-    p = calloc(1, sizeof *p);
-    CURL *c = p != NULL ? curl_easy_init() : NULL;
-    if (c == NULL) {
-        free(p);
-        sp_err_set(err, SP_E_NOMEM, "%s: cannot create an HTTP handle", h->name);
-        return NULL;
-    }
-    p->curl = c;
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->error);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-    /* A server that stops sending is a timeout, not a hang. */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->stall_timeout_s);
-    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "slidepipe/0.1");
-    /* A signed request is for one host; a plain URL may redirect (to a CDN, say). */
-    if (h->signer.sign == NULL) {
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+    pthread_mutex_lock(&pool_lock);
+    pooled_handle *p = n_pool > 0 ? pool[--n_pool] : NULL;
+    pthread_mutex_unlock(&pool_lock);
+    if (p == NULL) {
+        p = calloc(1, sizeof *p);
+        CURL *c = p != NULL ? curl_easy_init() : NULL;
+        if (c == NULL) {
+            free(p);
+            sp_err_set(err, SP_E_NOMEM, "%s: cannot create an HTTP handle", h->name);
+            return NULL;
+        }
+        p->curl = c;
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->error);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(c, CURLOPT_USERAGENT, "slidepipe/0.1");
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     }
-    curl_easy_setopt(c, CURLOPT_URL, h->url);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    /* What depends on the object. A server that stops sending is a timeout, not a hang. A signed
+     * request is for one host; a plain URL may redirect (to a CDN, say). */
+    curl_easy_setopt(p->curl, CURLOPT_URL, h->url);
+    curl_easy_setopt(p->curl, CURLOPT_LOW_SPEED_TIME, h->stall_timeout_s);
+    curl_easy_setopt(p->curl, CURLOPT_FOLLOWLOCATION, h->signer.sign == NULL ? 1L : 0L);
     return p;
 }
 
-static void return_handle(http_ctx *h, pooled_handle *p) {
-    pthread_mutex_lock(&h->lock);
-    if (h->n_pool < POOL_MAX) {
-        h->pool[h->n_pool++] = p;
+static void return_handle(pooled_handle *p) {
+    pthread_mutex_lock(&pool_lock);
+    if (n_pool < POOL_MAX) {
+        pool[n_pool++] = p;
         p = NULL;
     }
-    pthread_mutex_unlock(&h->lock);
+    pthread_mutex_unlock(&pool_lock);
     if (p != NULL) {
         curl_easy_cleanup(p->curl);
         free(p);
@@ -270,8 +277,8 @@ static sp_status http_status_error(const http_ctx *h, long code, const transfer 
                            ? "the server ignored the Range request; slidepipe reads remote "
                              "slides only from servers that support ranges"
                            : "unexpected response";
-    return sp_err_set(err, SP_E_IO, "%s: HTTP %ld (%s%s%s) for %s", h->name, code, what,
-                      s3code[0] ? ": " : "", s3code, range);
+    return sp_err_set(err, code == 404 ? SP_E_NOT_FOUND : SP_E_IO, "%s: HTTP %ld (%s%s%s) for %s",
+                      h->name, code, what, s3code[0] ? ": " : "", s3code, range);
 }
 
 bool sp_http_add_header(struct curl_slist **list, const char *name, const char *value) {
@@ -386,7 +393,7 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
         *got = t.got;
         break;
     }
-    return_handle(h, p);
+    return_handle(p);
     return st;
 }
 
@@ -470,6 +477,11 @@ static sp_status http_read_at(void *ctx, uint64_t offset, void *buf, size_t len,
     if (len > h->size - offset) {
         len = (size_t)(h->size - offset);
     }
+    if (offset + len <= h->head_len) {
+        memcpy(buf, h->head + offset, len);
+        *got = len;
+        return SP_OK;
+    }
     sp_status st = len < BLOCK_SIZE ? read_small(h, offset, buf, len, err)
                                     : fetch(h, offset, len, buf, false, got, err);
     if (st == SP_OK) {
@@ -480,10 +492,7 @@ static sp_status http_read_at(void *ctx, uint64_t offset, void *buf, size_t len,
 
 static void http_close(void *ctx) {
     http_ctx *h = ctx;
-    for (int i = 0; i < h->n_pool; i++) {
-        curl_easy_cleanup(h->pool[i]->curl);
-        free(h->pool[i]);
-    }
+    free(h->head);
     for (int i = 0; i < CACHE_BLOCKS; i++) {
         free(h->blocks[i].data);
     }
@@ -506,24 +515,25 @@ static long stall_timeout_from_env(void) {
 }
 
 sp_status sp_source_open_http(const char *url, const char *name, const sp_http_signer *signer,
-                              sp_source **out, sp_err *err) {
+                              size_t head_len, sp_source **out, sp_err *err) {
     *out = NULL;
     sp_http_signer none = {0};
     const sp_http_signer *sg = signer != NULL ? signer : &none;
+    head_len = head_len < BLOCK_SIZE ? BLOCK_SIZE : head_len;
     pthread_once(&curl_once, init_curl);
     http_ctx *h = calloc(1, sizeof *h);
-    unsigned char *first = malloc(BLOCK_SIZE);
+    unsigned char *head = malloc(head_len);
     if (h != NULL) {
         h->url = strdup(url);
         h->name = strdup(name != NULL ? name : url);
     }
-    if (h == NULL || first == NULL || h->url == NULL || h->name == NULL) {
+    if (h == NULL || head == NULL || h->url == NULL || h->name == NULL) {
         if (h != NULL) {
             free(h->url);
             free(h->name);
         }
         free(h);
-        free(first);
+        free(head);
         if (sg->free_ctx != NULL) {
             sg->free_ctx(sg->ctx);
         }
@@ -533,18 +543,21 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
     h->stall_timeout_s = stall_timeout_from_env();
     pthread_mutex_init(&h->lock, NULL);
     if (curl_init_result != CURLE_OK) {
-        free(first);
+        free(head);
         http_close(h);
         return sp_err_set(err, SP_E_IO, "%s: libcurl failed to initialise", name ? name : url);
     }
     size_t got = 0;
-    sp_status st = fetch(h, 0, BLOCK_SIZE, first, true, &got, err);
+    sp_status st = fetch(h, 0, head_len, head, true, &got, err);
     if (st != SP_OK) {
-        free(first);
+        free(head);
         http_close(h);
         return st;
     }
-    cache_put(h, 0, first, got);
+    /* A shorter object than expected keeps only what it holds. */
+    unsigned char *fitted = got < head_len ? realloc(head, got ? got : 1) : head;
+    h->head = fitted != NULL ? fitted : head;
+    h->head_len = got;
     return sp_source_create(&HTTP_IMPL, h, h->size, h->name, out, err);
 }
 
@@ -555,10 +568,10 @@ bool sp_path_is_remote(const char *path) {
 
 sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err) {
     if (strncmp(path, "s3://", 5) == 0) {
-        return sp_source_open_s3(path, out, err);
+        return sp_source_open_s3(path, 0, out, err);
     }
     if (sp_path_is_remote(path)) {
-        return sp_source_open_http(path, NULL, NULL, out, err);
+        return sp_source_open_http(path, NULL, NULL, 0, out, err);
     }
     return sp_source_open_file(path, out, err);
 }

@@ -32,15 +32,19 @@ typedef struct sp_http_signer {
 bool sp_http_add_header(struct curl_slist **list, const char *name, const char *value);
 
 /* Open `url` (http:// or https://). `name` is what messages call it (the URL when NULL). With a
- * signer, its ctx is owned by the source from here on, also on failure. */
+ * signer, its ctx is owned by the source from here on, also on failure. The opening request reads
+ * the object's first `head_len` bytes (at least 64 KiB; 0 for that), which later reads within them
+ * are served from: a caller that will read a small object whole passes its expected size. An
+ * object that does not exist (HTTP 404) is SP_E_NOT_FOUND; every other failure SP_E_IO. */
 sp_status sp_source_open_http(const char *url, const char *name, const sp_http_signer *signer,
-                              sp_source **out, sp_err *err);
+                              size_t head_len, sp_source **out, sp_err *err);
 
 /* Open s3://bucket/key with the AWS environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
  * AWS_SESSION_TOKEN, AWS_REGION (or AWS_DEFAULT_REGION; default us-east-1) and an endpoint from
  * AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (path-style requests) or else Amazon's (virtual-hosted).
- * Without credentials the requests are unsigned, as for a public bucket. */
-sp_status sp_source_open_s3(const char *uri, sp_source **out, sp_err *err);
+ * Without credentials the requests are unsigned, as for a public bucket. `head_len` as for
+ * sp_source_open_http. */
+sp_status sp_source_open_s3(const char *uri, size_t head_len, sp_source **out, sp_err *err);
 
 /* A path, http(s):// URL or s3:// URI, each to its source. */
 sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err);

@@ -104,7 +104,7 @@ static sp_status parse_endpoint(const char *endpoint, char *scheme, size_t schem
     return SP_OK;
 }
 
-sp_status sp_source_open_s3(const char *uri, sp_source **out, sp_err *err) {
+sp_status sp_source_open_s3(const char *uri, size_t head_len, sp_source **out, sp_err *err) {
     *out = NULL;
     const char *bucket = uri + 5; /* after "s3://" */
     const char *slash = strchr(bucket, '/');
@@ -191,7 +191,7 @@ sp_status sp_source_open_s3(const char *uri, sp_source **out, sp_err *err) {
         signer = (sp_http_signer){s3_sign_request, s, s3_signer_free};
     }
     free(canonical_uri);
-    st = sp_source_open_http(url, uri, &signer, out, err);
+    st = sp_source_open_http(url, uri, &signer, head_len, out, err);
     free(url);
     return st;
 }

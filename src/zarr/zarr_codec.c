@@ -1,7 +1,8 @@
 /* zarr_codec.c — the chunk codecs of Zarr stores (see zarr_codec.h): zstd through libzstd,
  * blosc through c-blosc 1, gzip through libdeflate, and none, with their numcodecs (Zarr v2) and
- * Zarr v3 metadata. Every call makes and frees its own compressor context and blosc runs with one
- * internal thread through its _ctx entry points, so there is no global state, the output bytes do
+ * Zarr v3 metadata. zstd compresses with the calling thread's own context (codecs/zstd.c); the
+ * other compressors make and free their own context per call, and blosc runs with one internal
+ * thread through its _ctx entry points. So no state is shared between threads, the output bytes do
  * not depend on how many threads call us, and any thread may encode or decode at any time.
  * Decoders take their input as hostile: the decoded size must be exactly the chunk size, and for
  * blosc the header is validated against the buffer before blosc touches the payload.
@@ -79,8 +80,14 @@ static sp_status encode_zstd(int level, const void *in, size_t len, uint8_t **ou
     if (buf == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "zstd: out of memory for %zu bytes", cap);
     }
-    /* ZSTD_compress writes the content size into the frame header, which numcodecs needs. */
-    size_t n = ZSTD_compress(buf, cap, in, len, level);
+    ZSTD_CCtx *cctx = sp_zstd_thread_cctx();
+    if (cctx == NULL) {
+        free(buf);
+        return sp_err_set(err, SP_E_NOMEM, "zstd: out of memory for the compressor");
+    }
+    /* ZSTD_compressCCtx writes the content size into the frame header, which numcodecs needs, and
+     * sets every parameter from the level, so a reused context gives the same bytes as a new one. */
+    size_t n = ZSTD_compressCCtx(cctx, buf, cap, in, len, level);
     if (ZSTD_isError(n)) {
         free(buf);
         return sp_err_set(err, SP_E_INVALID_ARG, "zstd: %s", ZSTD_getErrorName(n));

@@ -1,7 +1,9 @@
 """Remote slides: HTTP(S) URLs and s3:// objects read through real servers on loopback.
 
 nginx (Debian's nginx-light) serves the shared test data; every command that reads a slide must
-give over HTTP exactly what it gives for the local file. A small Python server that misbehaves on
+give over HTTP exactly what it gives for the local file. The same holds for Zarr stores (folders)
+under an http:// or s3:// prefix, whose missing chunks (404) read as fill and whose unreadable
+ones (403) are errors. A small Python server that misbehaves on
 purpose (ignores Range, answers with other bytes, sends too many or too few, stalls, fails and
 recovers) checks that no server response is trusted: each is an error with exit code 1 and a clear
 message, or a successful retry, never wrong pixels. moto's S3 server (pinned in
@@ -74,7 +76,8 @@ def nginx(tmp_path_factory):
 error_log {work}/error.log; pid {work}/nginx.pid;
 events {{ worker_connections 64; }}
 http {{
-  access_log {work}/access.log; {temps}
+  log_format conn '$connection $request_uri';
+  access_log {work}/access.log; access_log {work}/connections.log conn; {temps}
   server {{ listen 127.0.0.1:{port}; root {TESTDATA};
            location /scratch/ {{ alias {scratch}/; }} }}
 }}
@@ -84,7 +87,8 @@ http {{
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_for_port(port, proc, "nginx")
-        yield {"url": f"http://127.0.0.1:{port}", "scratch": scratch, "log": work / "access.log"}
+        yield {"url": f"http://127.0.0.1:{port}", "scratch": scratch, "log": work / "access.log",
+               "connections": work / "connections.log"}
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -302,6 +306,87 @@ def test_transient_failures_are_retried(run, misbehaving, tmp_path):
     assert srv.requests >= 4
 
 
+# ---- Zarr stores under a URL prefix ------------------------------------------------------------
+
+STORE_SLIDE = "aperio/CMU-1-Small-Region.svs"
+STORE_OPTIONS = {"v2": [], "v3": ["--format", "ome-zarr-0.5"],
+                 "v3-sharded": ["--format", "ome-zarr-0.5", "--chunk", "256", "--shard", "4"]}
+# Across chunk and shard borders of every layout above.
+STORE_REGION = ["--level", "0", "--x", "200", "--y", "300", "--width", "900", "--height", "700"]
+
+
+@pytest.fixture(scope="module")
+def stores(run, nginx):
+    """The test slide converted into each layout of STORE_OPTIONS, in nginx's scratch folder."""
+    for name, options in STORE_OPTIONS.items():
+        proc = run(["convert", TESTDATA / STORE_SLIDE, nginx["scratch"] / f"{name}.zarr", *options])
+        assert proc.returncode == 0, proc.stderr
+    return nginx["scratch"]
+
+
+def region_bytes(run, slide, out, region=STORE_REGION):
+    proc = run(["region", slide, *region, "-o", out])
+    assert proc.returncode == 0, proc.stderr
+    return np.fromfile(out, np.uint8)
+
+
+@pytest.mark.parametrize("name", STORE_OPTIONS)
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_zarr_store_over_http_equals_local(run, nginx, stores, name, suffix, tmp_path):
+    url = f"{nginx['url']}/scratch/{name}.zarr{suffix}"
+    a, b = same_command_output(run, ["info", stores / f"{name}.zarr", "--json"], ["info", url, "--json"])
+    local, remote = json.loads(a.stdout), json.loads(b.stdout)
+    assert remote == local and remote["format"] == "ome-zarr" and len(remote["dataset_hash"]) == 64
+    want = region_bytes(run, TESTDATA / STORE_SLIDE, tmp_path / "source.rgba")
+    assert want.any()
+    assert np.array_equal(region_bytes(run, url, tmp_path / "remote.rgba"), want)
+    assert np.array_equal(region_bytes(run, stores / f"{name}.zarr", tmp_path / "local.rgba"), want)
+
+
+def test_zarr_store_over_http_reuses_connections(run, nginx, stores, tmp_path):
+    log = nginx["connections"]
+    before = len(log.read_text().splitlines())
+    region_bytes(run, f"{nginx['url']}/scratch/v2.zarr", tmp_path / "r.rgba")
+    lines = log.read_text().splitlines()[before:]
+    chunks = [ln for ln in lines if "/scratch/v2.zarr/0/" in ln]
+    connections = {ln.split()[0] for ln in lines}
+    # One process, one thread reading: every request after the first rides on a kept connection.
+    assert len(chunks) >= 6, lines
+    assert len(connections) <= 2, lines
+
+
+def test_missing_remote_chunk_reads_as_fill_and_refused_one_is_an_error(run, nginx, stores,
+                                                                          tmp_path):
+    store = nginx["scratch"] / "holes.zarr"
+    shutil.copytree(stores / "v2.zarr", store)
+    url = f"{nginx['url']}/scratch/holes.zarr"
+    whole = ["--level", "0", "--x", "0", "--y", "0", "--width", "2220", "--height", "2967"]
+    (store / "0" / "0" / "1" / "0").unlink()  # the chunk (all 3 channels) at y 512-1023, x 0-511
+    local = region_bytes(run, store, tmp_path / "local.rgba", whole).reshape(2967, 2220, 4)
+    remote = region_bytes(run, url, tmp_path / "remote.rgba", whole).reshape(2967, 2220, 4)
+    assert np.array_equal(remote, local)
+    assert (local[512:1024, :512, :3] == 0).all() and (local[512:1024, :512, 3] == 255).all()
+    assert local[:512, :512, :3].any() and local[512:1024, 512:1024, :3].any()
+    # A folder where a chunk file should be: nginx redirects to "0/" and then refuses (HTTP 403),
+    # which must not read as a missing chunk; on disk it is an error too.
+    (store / "0" / "0" / "0" / "0").unlink()
+    (store / "0" / "0" / "0" / "0").mkdir()
+    proc = run(["region", url, *whole, "-o", tmp_path / "denied.rgba"])
+    assert proc.returncode == 1 and "HTTP 403" in proc.stderr, proc.stderr
+    proc = run(["region", store, *whole, "-o", tmp_path / "denied.rgba"])
+    assert proc.returncode == 1 and "0/0/0/0" in proc.stderr, proc.stderr
+
+
+def test_remote_prefix_without_a_store_is_a_clear_error(run, nginx):
+    (nginx["scratch"] / "empty.zarr").mkdir(exist_ok=True)
+    proc = run(["info", f"{nginx['url']}/scratch/empty.zarr/"])
+    assert proc.returncode == 1
+    assert "no slide under this prefix" in proc.stderr, proc.stderr
+    proc = run(["info", f"{nginx['url']}/scratch/no-such-thing"])
+    assert proc.returncode == 1 and "HTTP 404 (not found)" in proc.stderr, proc.stderr
+
+
+
 # ---- S3, signed -----------------------------------------------------------------------------
 
 
@@ -381,3 +466,25 @@ def test_s3_missing_key_and_bad_uris(sp, s3):
     env = dict(s3, AWS_ENDPOINT_URL="ftp://127.0.0.1:1")
     proc = run_env(sp, ["info", "s3://slides/yb.tiff"], env)
     assert proc.returncode == 1 and "S3 endpoint" in proc.stderr, proc.stderr
+
+
+def test_s3_zarr_store_equals_local(sp, run, s3, stores, tmp_path):
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="eu-west-1",
+                          aws_access_key_id=s3["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=s3["AWS_SECRET_ACCESS_KEY"])
+    root = stores / "v3-sharded.zarr"
+    for f in root.rglob("*"):
+        if f.is_file():
+            client.upload_file(str(f), "slides", f"stores/cmu/{f.relative_to(root).as_posix()}")
+    want = region_bytes(run, root, tmp_path / "local.rgba")
+    local_info = json.loads(run(["info", root, "--json"]).stdout)
+    for uri in ("s3://slides/stores/cmu", "s3://slides/stores/cmu/"):
+        out = tmp_path / "s3.rgba"
+        proc = run_env(sp, ["region", uri, *STORE_REGION, "-o", out], s3)
+        assert proc.returncode == 0, (uri, proc.stderr)
+        assert np.array_equal(np.fromfile(out, np.uint8), want), uri
+        proc = run_env(sp, ["info", uri, "--json"], s3)
+        assert proc.returncode == 0, (uri, proc.stderr)
+        assert json.loads(proc.stdout)["dataset_hash"] == local_info["dataset_hash"]
