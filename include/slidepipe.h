@@ -236,9 +236,10 @@ SP_API sp_status sp_convert_to_zarr(sp_slide *slide, const char *out_path,
                                     void *progress_user, char *dataset_hash, char *err,
                                     size_t err_len);
 
-/* Re-hash every file the manifest of the Zarr folder lists. `report` (may be NULL) is called for
- * each missing or changed file with its path and "missing" or "changed". On success *problems
- * holds the count; `dataset_hash` (65 bytes, may be NULL) receives the manifest's hash. */
+/* Re-hash every file the manifest of the Zarr folder (or http(s):// or s3:// prefix) lists.
+ * `report` (may be NULL) is called for each missing or changed file with its path and "missing"
+ * or "changed". On success *problems holds the count; `dataset_hash` (65 bytes, may be NULL)
+ * receives the manifest's hash. */
 SP_API sp_status sp_zarr_verify(const char *zarr_path, void (*report)(void *user, const char *path,
                                                                      const char *problem),
                                 void *report_user, int64_t *problems, char *dataset_hash,

@@ -1,7 +1,6 @@
 /* zarr.c — OME-Zarr: a folder (on disk, or under an http(s):// or s3:// prefix) holding an
- * OME-NGFF image group, as Zarr v2 (NGFF 0.4 and
- * earlier: ".zgroup" + ".zattrs" with "multiscales") or Zarr v3 (NGFF 0.5: "zarr.json" of a group
- * with attributes.ome.multiscales). A bioformats2raw layout (a root group whose series 0 is the
+ * OME-NGFF image group, as Zarr v2 (NGFF 0.4 and earlier: ".zgroup" + ".zattrs" with
+ * "multiscales") or Zarr v3 (NGFF 0.5: "zarr.json" of a group with attributes.ome.multiscales). A bioformats2raw layout (a root group whose series 0 is the
  * image group "0") is followed to that series.
  *
  * The first multiscale's datasets are the pyramid levels; each is a Zarr array whose axes are
@@ -16,8 +15,8 @@
  *
  * Metadata parsing is in zarr_meta.c; here are the files: every read goes through a byte source
  * opened per chunk file (io/store.h, which tells a missing file from a failing one alike on disk
- * and remotely), and nothing mutable is kept after open, so tiles can be read from any
- * number of threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
+ * and remotely), and nothing mutable is kept after open, so tiles can be read from any number of
+ * threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
  * the source slide's properties and associated images, and the completion marker of a converted
  * store gives "slidepipe.dataset-hash".
  */

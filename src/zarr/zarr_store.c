@@ -228,18 +228,15 @@ void sp_sha256_hex(const void *data, size_t len, char *out) {
     hex_digest(md, out);
 }
 
-sp_status sp_sha256_file(const char *path, char *out, sp_err *err) {
+sp_status sp_sha256_source(sp_source *src, char *out, sp_err *err) {
     out[0] = '\0';
-    sp_source *src = NULL;
-    sp_status st = sp_source_open_file(path, &src, err);
-    if (st != SP_OK) {
-        return st;
-    }
     enum { BLOCK = 1 << 20 };
+    const char *name = sp_source_name(src);
     uint8_t *buf = malloc(BLOCK);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    sp_status st = SP_OK;
     if (buf == NULL || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-        st = sp_err_set(err, SP_E_NOMEM, "out of memory hashing %s", path);
+        st = sp_err_set(err, SP_E_NOMEM, "out of memory hashing %s", name);
         goto done;
     }
     uint64_t size = sp_source_size(src);
@@ -250,7 +247,7 @@ sp_status sp_sha256_file(const char *path, char *out, sp_err *err) {
             goto done;
         }
         if (EVP_DigestUpdate(ctx, buf, n) != 1) {
-            st = sp_err_set(err, SP_E_NOMEM, "hashing %s failed", path);
+            st = sp_err_set(err, SP_E_NOMEM, "hashing %s failed", name);
             goto done;
         }
         off += n;
@@ -258,13 +255,23 @@ sp_status sp_sha256_file(const char *path, char *out, sp_err *err) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
-        st = sp_err_set(err, SP_E_NOMEM, "hashing %s failed", path);
+        st = sp_err_set(err, SP_E_NOMEM, "hashing %s failed", name);
         goto done;
     }
     hex_digest(md, out);
 done:
     EVP_MD_CTX_free(ctx);
     free(buf);
+    return st;
+}
+
+sp_status sp_sha256_file(const char *path, char *out, sp_err *err) {
+    out[0] = '\0';
+    sp_source *src = NULL;
+    sp_status st = sp_source_open_file(path, &src, err);
+    if (st == SP_OK) {
+        st = sp_sha256_source(src, out, err);
+    }
     sp_source_close(src);
     return st;
 }

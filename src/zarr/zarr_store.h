@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "io/source.h"
 #include "slidepipe.h"
 
 #define SP_ZARR_MANIFEST "slidepipe-manifest.sha256"
@@ -66,8 +67,10 @@ void sp_zarr_store_abort(sp_zarr_store *store);
 /* Hex SHA-256 of a buffer (out: 65 bytes). */
 void sp_sha256_hex(const void *data, size_t len, char *out);
 
-/* Hex SHA-256 of a file's bytes, read in blocks through the source layer (out: 65 bytes, "" on
- * failure). SP_E_IO when it cannot be opened or read. */
+/* Hex SHA-256 of a source's bytes, read in blocks of 1 MiB (out: 65 bytes, "" on failure). */
+sp_status sp_sha256_source(sp_source *src, char *out, sp_err *err);
+
+/* The same for a local file. SP_E_IO when it cannot be opened or read. */
 sp_status sp_sha256_file(const char *path, char *out, sp_err *err);
 
 #endif

@@ -1,4 +1,6 @@
-/* zarr_verify.c — sp_zarr_verify: re-hash every file a converted Zarr folder's manifest lists.
+/* zarr_verify.c — sp_zarr_verify: re-hash every file a converted Zarr folder's manifest lists,
+ * on disk or under an http(s):// or s3:// prefix (io/store.h), so an uploaded store can be checked
+ * where it lies.
  *
  * The manifest is untrusted input: each line must be exactly 64 lowercase hex digits, two
  * spaces, and a relative path that stays inside the folder (no leading '/', no "." or ".."
@@ -8,7 +10,6 @@
  * marker is an interrupted conversion; a marker that does not hold the manifest's hash means the
  * manifest itself was changed, which is reported as a problem on the manifest's own name.
  */
-#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,20 +17,23 @@
 #include <sys/stat.h>
 
 #include "core/err.h"
+#include "core/strings.h"
 #include "io/source.h"
+#include "io/store.h"
 #include "zarr/zarr_store.h"
 
 /* A manifest lists every chunk; even a terapixel slide stays far below this. */
 #define MAX_MANIFEST_BYTES ((uint64_t)1 << 30)
 
-/* Read a whole small file into a malloc'd, NUL-terminated buffer. */
+/* Read a whole small file into a malloc'd, NUL-terminated buffer; a file that does not exist sets
+ * *missing. */
 static sp_status read_all(const char *path, uint64_t max, char **out, size_t *out_len,
-                          sp_err *err) {
+                          bool *missing, sp_err *err) {
     *out = NULL;
     *out_len = 0;
     sp_source *src = NULL;
-    sp_status st = sp_source_open_file(path, &src, err);
-    if (st != SP_OK) {
+    sp_status st = sp_store_open(path, 0, &src, missing, err);
+    if (st != SP_OK || *missing) {
         return st;
     }
     uint64_t size = sp_source_size(src);
@@ -51,6 +55,38 @@ static sp_status read_all(const char *path, uint64_t max, char **out, size_t *ou
     *out = buf;
     *out_len = (size_t)size;
     return SP_OK;
+}
+
+/* Compare the file at `path` with its manifest hash: *problem becomes "missing", "changed" (also
+ * for a local path that is no regular file) or stays NULL. A file that cannot be read is an
+ * error. */
+static sp_status check_file(const char *path, const char *want, const char **problem,
+                            sp_err *err) {
+    *problem = NULL;
+    sp_source *src = NULL;
+    bool missing = false;
+    sp_err local = {0};
+    /* Most chunk files are under 1 MiB: a remote one is then fetched by one request. */
+    sp_status st = sp_store_open(path, (size_t)1 << 20, &src, &missing, &local);
+    if (st != SP_OK) {
+        struct stat sb;
+        if (!sp_store_is_remote(path) && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            *problem = "changed";
+            return SP_OK;
+        }
+        return sp_err_set(err, st, "cannot open %s: %s", path, local.msg);
+    }
+    if (missing) {
+        *problem = "missing";
+        return SP_OK;
+    }
+    char got[65];
+    st = sp_sha256_source(src, got, err);
+    sp_source_close(src);
+    if (st == SP_OK && memcmp(got, want, 64) != 0) {
+        *problem = "changed";
+    }
+    return st;
 }
 
 static bool path_safe(const char *p, size_t n) {
@@ -128,27 +164,20 @@ sp_status sp_zarr_verify(const char *zarr_path,
     int64_t count = 0;
     char hash[65];
     sp_status st = SP_OK;
-    size_t root_len = strlen(zarr_path);
-    manifest_path = malloc(root_len + sizeof SP_ZARR_MANIFEST + 1);
-    marker_path = malloc(root_len + sizeof SP_ZARR_COMPLETE + 1);
+    /* sp_path_join adds no second '/' after a trailing one: on S3 "a//b" is another key. */
+    manifest_path = sp_path_join(zarr_path, SP_ZARR_MANIFEST);
+    marker_path = sp_path_join(zarr_path, SP_ZARR_COMPLETE);
     if (manifest_path == NULL || marker_path == NULL) {
         st = sp_err_set(&e, SP_E_NOMEM, "out of memory");
         goto done;
     }
-    sprintf(manifest_path, "%s/%s", zarr_path, SP_ZARR_MANIFEST);
-    sprintf(marker_path, "%s/%s", zarr_path, SP_ZARR_COMPLETE);
-    struct stat sb;
-    if (stat(manifest_path, &sb) != 0 || stat(marker_path, &sb) != 0) {
-        if (errno == ENOENT) {
-            st = sp_err_set(&e, SP_E_CORRUPT, "%s: incomplete conversion (no manifest)", zarr_path);
-        } else {
-            st = sp_err_set(&e, SP_E_IO, "%s: %s", zarr_path, strerror(errno));
-        }
-        goto done;
+    bool no_manifest = false, no_marker = false;
+    st = read_all(manifest_path, MAX_MANIFEST_BYTES, &text, &len, &no_manifest, &e);
+    if (st == SP_OK && !no_manifest) {
+        st = read_all(marker_path, 4096, &marker, &marker_len, &no_marker, &e);
     }
-    st = read_all(manifest_path, MAX_MANIFEST_BYTES, &text, &len, &e);
-    if (st == SP_OK) {
-        st = read_all(marker_path, 4096, &marker, &marker_len, &e);
+    if (st == SP_OK && (no_manifest || no_marker)) {
+        st = sp_err_set(&e, SP_E_CORRUPT, "%s: incomplete conversion (no manifest)", zarr_path);
     }
     if (st == SP_OK && strlen(text) != len) {
         st = sp_err_set(&e, SP_E_CORRUPT, "manifest: NUL byte");
@@ -166,34 +195,19 @@ sp_status sp_zarr_verify(const char *zarr_path,
             report(report_user, SP_ZARR_MANIFEST, "changed");
         }
     }
-    file = malloc(root_len + 1 + len + 1);
-    if (file == NULL) {
-        st = sp_err_set(&e, SP_E_NOMEM, "out of memory");
-        goto done;
-    }
     for (char *line = text; *line != '\0';) {
         char *nl = strchr(line, '\n');
         *nl = '\0';
         const char *rel = line + 66;
-        sprintf(file, "%s/%s", zarr_path, rel);
+        free(file);
+        if ((file = sp_path_join(zarr_path, rel)) == NULL) {
+            st = sp_err_set(&e, SP_E_NOMEM, "out of memory");
+            goto done;
+        }
         const char *problem = NULL;
-        if (stat(file, &sb) != 0) {
-            if (errno != ENOENT && errno != ENOTDIR) {
-                st = sp_err_set(&e, SP_E_IO, "cannot open %s: %s", file, strerror(errno));
-                goto done;
-            }
-            problem = "missing";
-        } else if (!S_ISREG(sb.st_mode)) {
-            problem = "changed";
-        } else {
-            char got[65];
-            st = sp_sha256_file(file, got, &e);
-            if (st != SP_OK) {
-                goto done;
-            }
-            if (memcmp(got, line, 64) != 0) {
-                problem = "changed";
-            }
+        st = check_file(file, line, &problem, &e);
+        if (st != SP_OK) {
+            goto done;
         }
         if (problem != NULL) {
             count++;

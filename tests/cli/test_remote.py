@@ -377,6 +377,31 @@ def test_missing_remote_chunk_reads_as_fill_and_refused_one_is_an_error(run, ngi
     assert proc.returncode == 1 and "0/0/0/0" in proc.stderr, proc.stderr
 
 
+def test_verify_over_http_finds_missing_and_changed_chunks(run, nginx, stores):
+    store = nginx["scratch"] / "verify.zarr"
+    shutil.copytree(stores / "v3-sharded.zarr", store)
+    url = f"{nginx['url']}/scratch/verify.zarr"
+    local = json.loads(run(["verify", store, "--json"]).stdout)
+    proc = run(["verify", url, "--json"])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == local and local["intact"] and len(local["dataset_hash"]) == 64
+    shards = sorted(p for p in (store / "0").rglob("*") if p.is_file() and p.name != "zarr.json")
+    shards[0].unlink()
+    data = bytearray(shards[1].read_bytes())
+    data[len(data) // 2] ^= 1
+    shards[1].write_bytes(bytes(data))
+    proc = run(["verify", url, "--json"])
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    got = {(p["path"], p["problem"]) for p in report["problems"]}
+    rel = [p.relative_to(store).as_posix() for p in shards[:2]]
+    assert got == {(rel[0], "missing"), (rel[1], "changed")}, got
+    assert json.loads(run(["verify", store, "--json"]).stdout)["problems"] == report["problems"]
+    (store / "slidepipe-complete").unlink()
+    proc = run(["verify", url])
+    assert proc.returncode == 1 and "incomplete conversion" in proc.stderr, proc.stderr
+
+
 def test_remote_prefix_without_a_store_is_a_clear_error(run, nginx):
     (nginx["scratch"] / "empty.zarr").mkdir(exist_ok=True)
     proc = run(["info", f"{nginx['url']}/scratch/empty.zarr/"])
@@ -486,5 +511,8 @@ def test_s3_zarr_store_equals_local(sp, run, s3, stores, tmp_path):
         assert proc.returncode == 0, (uri, proc.stderr)
         assert np.array_equal(np.fromfile(out, np.uint8), want), uri
         proc = run_env(sp, ["info", uri, "--json"], s3)
+        assert proc.returncode == 0, (uri, proc.stderr)
+        assert json.loads(proc.stdout)["dataset_hash"] == local_info["dataset_hash"]
+        proc = run_env(sp, ["verify", uri, "--json"], s3)
         assert proc.returncode == 0, (uri, proc.stderr)
         assert json.loads(proc.stdout)["dataset_hash"] == local_info["dataset_hash"]
