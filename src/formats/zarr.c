@@ -1,7 +1,8 @@
 /* zarr.c — OME-Zarr: a folder (on disk, or under an http(s):// or s3:// prefix) holding an
  * OME-NGFF image group, as Zarr v2 (NGFF 0.4 and earlier: ".zgroup" + ".zattrs" with
- * "multiscales") or Zarr v3 (NGFF 0.5: "zarr.json" of a group with attributes.ome.multiscales). A bioformats2raw layout (a root group whose series 0 is the
- * image group "0") is followed to that series.
+ * "multiscales") or Zarr v3 (NGFF 0.5: "zarr.json" of a group with attributes.ome.multiscales).
+ * A bioformats2raw layout (a root group whose series 0 is the image group "0") is followed to
+ * that series.
  *
  * The first multiscale's datasets are the pyramid levels; each is a Zarr array whose axes are
  * named by the multiscale (c, y, x or y, x, c, with t and z allowed when they have one plane).
