@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/simd_x86.h"
 #include "core/strings.h"
 #include "formats/format.h"
 #include "formats/zarr_meta.h"
@@ -527,6 +528,43 @@ static inline uint8_t sample8(const sp_zarr_array_meta *m, const uint8_t *chunk,
     return (uint8_t)((v * 255 + 32767) / 65535);
 }
 
+/* Whether every chunk holds all of a pixel's channels as uint8 planes (x the last dimension):
+ * the common layout (c, y, x chunks of 3 or 4 channels), painted by one interleaving pass that
+ * also writes alpha. */
+static bool planar_rgb8(const zarr_array *a) {
+    const sp_zarr_array_meta *m = &a->m;
+    return m->sample == SP_ZARR_SAMPLE_U8 && (a->channels == 3 || a->channels == 4) &&
+           a->dim_c >= 0 && m->chunk[a->dim_c] >= a->channels && a->stride[a->dim_x] == 1;
+}
+
+/* Interleave `n` pixels of planes r, g, b and a (NULL: opaque) into RGBA at `o`. */
+static void planes_to_rgba(const uint8_t *r, const uint8_t *g, const uint8_t *b,
+                           const uint8_t *a, uint8_t *o, int64_t n) {
+    int64_t x = 0;
+#ifdef SP_HAVE_X86
+    /* 16 pixels at a time: bytes pair up (r with g, b with a), then the pairs pair up. */
+    const __m128i opaque = _mm_set1_epi8((char)0xFF);
+    for (; x + 16 <= n; x += 16) {
+        __m128i vr = _mm_loadu_si128((const __m128i *)(r + x));
+        __m128i vg = _mm_loadu_si128((const __m128i *)(g + x));
+        __m128i vb = _mm_loadu_si128((const __m128i *)(b + x));
+        __m128i va = a != NULL ? _mm_loadu_si128((const __m128i *)(a + x)) : opaque;
+        __m128i rg_lo = _mm_unpacklo_epi8(vr, vg), rg_hi = _mm_unpackhi_epi8(vr, vg);
+        __m128i ba_lo = _mm_unpacklo_epi8(vb, va), ba_hi = _mm_unpackhi_epi8(vb, va);
+        _mm_storeu_si128((__m128i *)(o + 4 * x), _mm_unpacklo_epi16(rg_lo, ba_lo));
+        _mm_storeu_si128((__m128i *)(o + 4 * x + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
+        _mm_storeu_si128((__m128i *)(o + 4 * x + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
+        _mm_storeu_si128((__m128i *)(o + 4 * x + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
+    }
+#endif
+    for (; x < n; x++) {
+        o[4 * x] = r[x];
+        o[4 * x + 1] = g[x];
+        o[4 * x + 2] = b[x];
+        o[4 * x + 3] = a != NULL ? a[x] : 255;
+    }
+}
+
 /* Copy the part of a decoded chunk (grid row gy, column gx, channel block kc) that lies in the
  * rectangle (x0, y0, w, h) into RGBA rows at `out`. */
 static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, int64_t gx,
@@ -542,6 +580,15 @@ static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, i
     int64_t c_lo = kc * cc, c_n = a->channels - c_lo < cc ? a->channels - c_lo : cc;
     uint64_t sy = a->stride[a->dim_y], sx = a->stride[a->dim_x];
     uint64_t sc = a->dim_c >= 0 ? a->stride[a->dim_c] : 0;
+    if (planar_rgb8(a)) {
+        for (int64_t y = ry0; y < ry1; y++) {
+            const uint8_t *p = chunk + (uint64_t)(y - gy * cy) * sy + (uint64_t)(rx0 - gx * cx);
+            planes_to_rgba(p, p + sc, p + 2 * sc, a->channels == 4 ? p + 3 * sc : NULL,
+                           out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * 4,
+                           rx1 - rx0);
+        }
+        return;
+    }
     for (int64_t y = ry0; y < ry1; y++) {
         uint8_t *row = out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * 4;
         uint64_t base = (uint64_t)(y - gy * cy) * sy + (uint64_t)(rx0 - gx * cx) * sx;
@@ -565,7 +612,7 @@ static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, i
 static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t y0, int64_t w,
                            int64_t h, uint8_t *out, uint64_t stride, sp_err *err) {
     const sp_zarr_array_meta *m = &a->m;
-    if (a->channels != 4) {
+    if (a->channels != 4 && !planar_rgb8(a)) {
         for (int64_t y = 0; y < h; y++) {
             for (int64_t x = 0; x < w; x++) {
                 out[(uint64_t)y * stride + (uint64_t)x * 4 + 3] = 255;
@@ -601,12 +648,15 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
 
 static sp_status zarr_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
                                 uint8_t *rgba, uint64_t stride, sp_err *err) {
-    for (int64_t y = 0; y < l->tile_height; y++) {
-        memset(rgba + (uint64_t)y * stride, 0, (size_t)l->tile_width * 4);
-    }
     int64_t x0 = col * l->tile_width, y0 = row * l->tile_height;
     int64_t w = l->width - x0 < l->tile_width ? l->width - x0 : l->tile_width;
     int64_t h = l->height - y0 < l->tile_height ? l->height - y0 : l->tile_height;
+    if (w < l->tile_width || h < l->tile_height) {
+        /* A tile over the array's edge: transparent beyond it. */
+        for (int64_t y = 0; y < l->tile_height; y++) {
+            memset(rgba + (uint64_t)y * stride, 0, (size_t)l->tile_width * 4);
+        }
+    }
     if (w <= 0 || h <= 0) {
         return SP_OK;
     }
