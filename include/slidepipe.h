@@ -53,7 +53,7 @@ typedef enum sp_status {
     SP_E_UNSUPPORTED = -5,  /* a valid file using a feature slidepipe does not read yet */
     SP_E_NOMEM = -6,        /* an allocation failed */
     SP_E_LIMIT = -7,        /* a safety limit (see sp_limit) was exceeded */
-    SP_E_NOT_FOUND = -8,    /* a named property or associated image does not exist */
+    SP_E_NOT_FOUND = -8,    /* no such property, associated image or remote object */
 } sp_status;
 
 /* A short, static, human-readable name for a status ("ok", "corrupt data", ...). */

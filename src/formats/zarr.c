@@ -53,7 +53,6 @@ typedef struct zarr_slide {
 
 /* ---- paths and files ---- */
 
-
 /* The path without trailing slashes ("/" stays "/"). */
 static char *strip_slashes(const char *path) {
     char *p = strdup(path);
@@ -72,14 +71,14 @@ static bool is_file(const char *dir, const char *name) {
 
 /* Open a chunk or shard file; a file that does not exist is *missing, not an error. A remote
  * chunk file is fetched whole by the opening request: it is at most about `expected` bytes. */
-static sp_status open_data_file(const char *path, uint64_t expected, sp_source **src,
-                                bool *missing, sp_err *err) {
+static sp_status open_data_file(const char *path, uint64_t expected, sp_source **src, bool *missing,
+                                sp_err *err) {
     const uint64_t most = (uint64_t)64 << 20;
     return sp_store_open(path, (size_t)(expected < most ? expected : most), src, missing, err);
 }
 
 /* Read a whole small file (metadata) into a NUL-terminated buffer, bounded by `max`. A file that
- * does not exist sets *missing (SP_OK, *out NULL) when missing is given, and is an error when not. */
+ * does not exist sets *missing (SP_OK, *out NULL) when `missing` is given, else is an error. */
 static sp_status read_small_file(const char *path, uint64_t max, const char *what, char **out,
                                  size_t *len, bool *missing, sp_err *err) {
     *out = NULL;
@@ -188,9 +187,8 @@ static sp_status read_group(const sp_slide *s, const char *dir, const char *labe
                               "not a recognised slide: a Zarr array, not an OME-Zarr image group "
                               "(open the group that holds it)");
         } else {
-            return sp_err_set(err, SP_E_CORRUPT,
-                              "%s%sno Zarr group here (no zarr.json or .zgroup)", label,
-                              label[0] ? ": " : "");
+            return sp_err_set(err, SP_E_CORRUPT, "%s%sno Zarr group here (no zarr.json or .zgroup)",
+                              label, label[0] ? ": " : "");
         }
     }
     if (st != SP_OK) {
@@ -538,8 +536,8 @@ static bool planar_rgb8(const zarr_array *a) {
 }
 
 /* Interleave `n` pixels of planes r, g, b and a (NULL: opaque) into RGBA at `o`. */
-static void planes_to_rgba(const uint8_t *r, const uint8_t *g, const uint8_t *b,
-                           const uint8_t *a, uint8_t *o, int64_t n) {
+static void planes_to_rgba(const uint8_t *r, const uint8_t *g, const uint8_t *b, const uint8_t *a,
+                           uint8_t *o, int64_t n) {
     int64_t x = 0;
 #ifdef SP_HAVE_X86
     /* 16 pixels at a time: bytes pair up (r with g, b with a), then the pairs pair up. */
@@ -584,8 +582,7 @@ static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, i
         for (int64_t y = ry0; y < ry1; y++) {
             const uint8_t *p = chunk + (uint64_t)(y - gy * cy) * sy + (uint64_t)(rx0 - gx * cx);
             planes_to_rgba(p, p + sc, p + 2 * sc, a->channels == 4 ? p + 3 * sc : NULL,
-                           out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * 4,
-                           rx1 - rx0);
+                           out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * 4, rx1 - rx0);
         }
         return;
     }
@@ -681,7 +678,8 @@ static void zarr_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
-static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy, NULL, NULL};
+static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy, NULL,
+                                      NULL};
 
 /* ---- open ---- */
 
@@ -771,9 +769,9 @@ static sp_status add_dataset_hash(sp_slide *s, const char *root, sp_err *err) {
     size_t len = 0;
     sp_err ignored = {0};
     bool missing = false;
-    bool have = read_small_file(path, 4096, SP_ZARR_COMPLETE, &text, &len, &missing, &ignored) ==
-                    SP_OK &&
-                !missing;
+    bool have =
+        read_small_file(path, 4096, SP_ZARR_COMPLETE, &text, &len, &missing, &ignored) == SP_OK &&
+        !missing;
     free(path);
     sp_status st = SP_OK;
     if (have && len >= 64) {

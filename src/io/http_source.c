@@ -45,8 +45,8 @@ typedef struct http_ctx {
     sp_http_signer signer;
     long stall_timeout_s;
     uint64_t size;
-    char etag[ETAG_MAX];  /* "" when the server sends none */
-    unsigned char *head;  /* the object's first head_len bytes, from the opening request */
+    char etag[ETAG_MAX]; /* "" when the server sends none */
+    unsigned char *head; /* the object's first head_len bytes, from the opening request */
     size_t head_len;
     pthread_mutex_t lock; /* guards blocks and clock */
     cached_block blocks[CACHE_BLOCKS];

@@ -15,8 +15,7 @@ bool sp_store_is_remote(const char *path) {
     return sp_path_is_remote(path);
 }
 
-static sp_status open_remote(const char *path, size_t expected_len, sp_source **out,
-                             sp_err *err) {
+static sp_status open_remote(const char *path, size_t expected_len, sp_source **out, sp_err *err) {
     if (strncmp(path, "s3://", 5) == 0) {
         return sp_source_open_s3(path, expected_len, out, err);
     }

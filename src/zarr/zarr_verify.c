@@ -60,8 +60,7 @@ static sp_status read_all(const char *path, uint64_t max, char **out, size_t *ou
 /* Compare the file at `path` with its manifest hash: *problem becomes "missing", "changed" (also
  * for a local path that is no regular file) or stays NULL. A file that cannot be read is an
  * error. */
-static sp_status check_file(const char *path, const char *want, const char **problem,
-                            sp_err *err) {
+static sp_status check_file(const char *path, const char *want, const char **problem, sp_err *err) {
     *problem = NULL;
     sp_source *src = NULL;
     bool missing = false;
