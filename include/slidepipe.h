@@ -223,7 +223,8 @@ SP_API sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_
 /* Called from the converting thread as chunks complete: `done` of `total` level-0 chunks. */
 typedef void (*sp_progress_fn)(void *user, int64_t done, int64_t total);
 
-/* Convert a whole slide into an OME-Zarr pyramid at `out_path` (a folder) in one streaming pass:
+/* Convert a whole slide into an OME-Zarr pyramid at `out_path` (a folder, or an s3://bucket/prefix
+ * written with PUTs, docs/remote.md) in one streaming pass:
  * level 0 is the slide's level 0 as RGB8 (sp_slide_read_region), each lower level the 2x2
  * average of the one above, rounded half up. Every chunk is written to a temporary file and
  * renamed into place; metadata, the manifest of chunk hashes and the completion marker come
@@ -298,7 +299,8 @@ SP_API sp_status sp_process_options_set(sp_process_options *options, sp_process_
 SP_API sp_status sp_op_check(const char *op_spec, char *err, size_t err_len);
 
 /* Run the op `op_spec` over one level of the slide, tile by tile with halos (or at once in the
- * global mode), and write the result as OME-Zarr at `out_path` (a new folder): one array "0" with
+ * global mode), and write the result as OME-Zarr at `out_path` (a new folder or s3:// prefix): one
+ * array "0" with
  * axes c,y,x (1 channel for grey, uint8; 3 for od, sobel, gaussian, float32), the op and its
  * parameters in the group attributes, a manifest and a dataset hash as sp_convert_to_zarr
  * writes them. The input is the level as RGB8 (alpha composited over the background colour);

@@ -18,7 +18,6 @@
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,6 +32,8 @@
 #include "core/int_options.h"
 #include "core/numbers.h"
 #include "core/slide_internal.h"
+#include "core/strings.h"
+#include "io/store.h"
 #include "zarr/ome_json.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
@@ -678,38 +679,36 @@ static char *options_text(const converter *c, const sp_convert_options *o) {
     return text;
 }
 
-/* On resume: the options file of the interrupted run must say the same as ours. A folder that has
+/* On resume: the options file of the interrupted run must say the same as ours. A store that has
  * none (killed before anything was written) is fine. */
 static sp_status check_resume(const char *out_path, const char *expected, sp_err *err) {
-    size_t n = strlen(out_path) + sizeof OPTIONS_FILE + 2;
-    char *path = malloc(n);
+    char *path = sp_path_join(out_path, OPTIONS_FILE);
     if (path == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
-    snprintf(path, n, "%s/%s", out_path, OPTIONS_FILE);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        sp_status st = errno == ENOENT
-                           ? SP_OK
-                           : sp_err_set(err, SP_E_IO, "cannot read %s: %s", path, strerror(errno));
-        free(path);
+    sp_source *src = NULL;
+    bool missing = false;
+    sp_status st = sp_store_open(path, 0, &src, &missing, err);
+    free(path);
+    if (st != SP_OK || missing) {
         return st;
     }
     size_t len = strlen(expected);
-    char *buf = malloc(len + 2);
-    size_t got = buf ? fread(buf, 1, len + 1, f) : 0;
-    fclose(f);
-    sp_status st = SP_OK;
-    if (buf == NULL) {
+    char *buf = NULL;
+    if (sp_source_size(src) == len && (buf = malloc(len + 1)) == NULL) {
         st = sp_err_set(err, SP_E_NOMEM, "out of memory");
-    } else if (got != len || memcmp(buf, expected, len) != 0) {
+    }
+    if (buf != NULL) {
+        st = sp_source_read(src, 0, buf, len, err);
+    }
+    sp_source_close(src);
+    if (st == SP_OK && (buf == NULL || memcmp(buf, expected, len) != 0)) {
         st = sp_err_set(err, SP_E_INVALID_ARG,
-                        "%s: this folder was started from another slide or with other options; "
-                        "resume it with the same ones, or convert into a new folder",
+                        "%s: this store was started from another slide or with other options; "
+                        "resume it with the same ones, or convert into a new one",
                         out_path);
     }
     free(buf);
-    free(path);
     return st;
 }
 

@@ -23,14 +23,8 @@
 #define BLOCK_SIZE ((size_t)64 << 10)
 #define CACHE_BLOCKS 32 /* 2 MiB a remote slide */
 #define POOL_MAX 32     /* idle handles (connections) kept by the process */
-#define ATTEMPTS 4      /* a request and three retries */
 #define ERROR_BODY_MAX 2048
 #define ETAG_MAX 256
-
-typedef struct pooled_handle {
-    CURL *curl;
-    char error[CURL_ERROR_SIZE];
-} pooled_handle;
 
 typedef struct cached_block {
     uint64_t index;
@@ -181,44 +175,40 @@ static size_t on_body(char *data, size_t size, size_t count, void *userdata) {
 
 /* Idle handles of the whole process, each with the connections it keeps open. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static pooled_handle *pool[POOL_MAX];
+static sp_http_handle *pool[POOL_MAX];
 static int n_pool;
 
-/* A handle set up for requests to h's object: one from the pool, or a new one. */
-static pooled_handle *borrow_handle(http_ctx *h, sp_err *err) {
+sp_http_handle *sp_http_handle_take(sp_err *err) {
     pthread_mutex_lock(&pool_lock);
-    pooled_handle *p = n_pool > 0 ? pool[--n_pool] : NULL;
+    sp_http_handle *p = n_pool > 0 ? pool[--n_pool] : NULL;
     pthread_mutex_unlock(&pool_lock);
-    if (p == NULL) {
-        p = calloc(1, sizeof *p);
-        CURL *c = p != NULL ? curl_easy_init() : NULL;
-        if (c == NULL) {
-            free(p);
-            sp_err_set(err, SP_E_NOMEM, "%s: cannot create an HTTP handle", h->name);
-            return NULL;
-        }
-        p->curl = c;
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->error);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "slidepipe/0.1");
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    if (p != NULL) {
+        return p;
     }
-    /* What depends on the object. A server that stops sending is a timeout, not a hang. A signed
-     * request is for one host; a plain URL may redirect (to a CDN, say). */
-    curl_easy_setopt(p->curl, CURLOPT_URL, h->url);
-    curl_easy_setopt(p->curl, CURLOPT_LOW_SPEED_TIME, h->stall_timeout_s);
-    curl_easy_setopt(p->curl, CURLOPT_FOLLOWLOCATION, h->signer.sign == NULL ? 1L : 0L);
+    p = calloc(1, sizeof *p);
+    CURL *c = p != NULL ? curl_easy_init() : NULL;
+    if (c == NULL) {
+        free(p);
+        sp_err_set(err, SP_E_NOMEM, "cannot create an HTTP handle");
+        return NULL;
+    }
+    p->curl = c;
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, p->error);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "slidepipe/0.1");
     return p;
 }
 
-static void return_handle(pooled_handle *p) {
+void sp_http_handle_give(sp_http_handle *p) {
+    if (p == NULL) {
+        return;
+    }
     pthread_mutex_lock(&pool_lock);
     if (n_pool < POOL_MAX) {
         pool[n_pool++] = p;
@@ -231,7 +221,21 @@ static void return_handle(pooled_handle *p) {
     }
 }
 
-static bool retryable(CURLcode rc, long code) {
+/* A handle set up for requests to h's object. A server that stops sending is a timeout, not a
+ * hang. A signed request is for one host; a plain URL may redirect (to a CDN, say). */
+static sp_http_handle *borrow_handle(http_ctx *h, sp_err *err) {
+    sp_http_handle *p = sp_http_handle_take(err);
+    if (p != NULL) {
+        curl_easy_setopt(p->curl, CURLOPT_URL, h->url);
+        curl_easy_setopt(p->curl, CURLOPT_LOW_SPEED_TIME, h->stall_timeout_s);
+        curl_easy_setopt(p->curl, CURLOPT_FOLLOWLOCATION, h->signer.sign == NULL ? 1L : 0L);
+        curl_easy_setopt(p->curl, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, on_body);
+    }
+    return p;
+}
+
+bool sp_http_retryable(CURLcode rc, long code) {
     if (rc == CURLE_OK) {
         return code >= 500 || code == 429;
     }
@@ -247,10 +251,15 @@ static bool retryable(CURLcode rc, long code) {
     }
 }
 
-/* An S3-style error document's <Code>, or "" (for the message). */
-static void error_code(const transfer *t, char *out, size_t cap) {
+void sp_http_backoff(int attempt) {
+    long ms = 100L << (2 * (attempt - 1)); /* 0.1, 0.4, 1.6 s */
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+}
+
+void sp_http_s3_error_code(const char *body, char *out, size_t cap) {
     out[0] = '\0';
-    const char *a = strstr(t->error_body, "<Code>");
+    const char *a = strstr(body, "<Code>");
     const char *b = a != NULL ? strstr(a, "</Code>") : NULL;
     if (b != NULL && (size_t)(b - a - 6) < cap) {
         size_t n = (size_t)(b - a - 6);
@@ -267,7 +276,7 @@ static void error_code(const transfer *t, char *out, size_t cap) {
 static sp_status http_status_error(const http_ctx *h, long code, const transfer *t,
                                    const char *range, sp_err *err) {
     char s3code[64];
-    error_code(t, s3code, sizeof s3code);
+    sp_http_s3_error_code(t->error_body, s3code, sizeof s3code);
     const char *what = code == 404   ? "not found"
                        : code == 403 ? "access denied"
                        : code == 401 ? "authentication required"
@@ -319,7 +328,7 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
     char range[64];
     snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)offset,
              (unsigned long long)(offset + len - 1));
-    pooled_handle *p = borrow_handle(h, err);
+    sp_http_handle *p = borrow_handle(h, err);
     if (p == NULL) {
         return SP_E_NOMEM;
     }
@@ -348,10 +357,8 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
         if (rc == CURLE_WRITE_ERROR && code != 206) {
             rc = CURLE_OK; /* we stopped reading an error or non-range body ourselves */
         }
-        if (retryable(rc, code) && attempt < ATTEMPTS) {
-            long ms = 100L << (2 * (attempt - 1)); /* 0.1, 0.4, 1.6 s */
-            struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
-            nanosleep(&pause, NULL);
+        if (sp_http_retryable(rc, code) && attempt < SP_HTTP_ATTEMPTS) {
+            sp_http_backoff(attempt);
             continue;
         }
         if (rc != CURLE_OK) {
@@ -393,7 +400,7 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
         *got = t.got;
         break;
     }
-    return_handle(p);
+    sp_http_handle_give(p);
     return st;
 }
 

@@ -27,6 +27,28 @@ typedef struct sp_http_signer {
     void (*free_ctx)(void *ctx);
 } sp_http_signer;
 
+/* A libcurl handle from the process's pool (which keeps its connections open), or a new one when
+ * none is idle; NULL when out of memory. It carries the options every request shares (http and
+ * https only, at most 5 redirects, connect timeout, keep-alive, user agent); whoever takes it sets
+ * the URL, callbacks and method of each request, and gives it back as a GET without a body. */
+typedef struct sp_http_handle {
+    CURL *curl;
+    char error[CURL_ERROR_SIZE];
+} sp_http_handle;
+
+sp_http_handle *sp_http_handle_take(sp_err *err);
+void sp_http_handle_give(sp_http_handle *h);
+
+/* How many times a request is sent at most (a first try and three retries), whether a result is
+ * worth another try (a connection failure, a timeout, 5xx or 429), and the pause before try
+ * `attempt` + 1 (0.1, 0.4, 1.6 s). */
+#define SP_HTTP_ATTEMPTS 4
+bool sp_http_retryable(CURLcode rc, long code);
+void sp_http_backoff(int attempt);
+
+/* The <Code> of an S3 error document in `body`, printable, or "" (for messages). */
+void sp_http_s3_error_code(const char *body, char *out, size_t cap);
+
 /* Append "name: value" to *list; false when out of memory or too long (the list stays as it was).
  * For signers. */
 bool sp_http_add_header(struct curl_slist **list, const char *name, const char *value);

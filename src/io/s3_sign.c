@@ -1,5 +1,5 @@
-/* s3_sign.c — AWS Signature Version 4 for S3 GET and HEAD requests without a body (see
- * s3_sign.h).
+/* s3_sign.c — AWS Signature Version 4 for S3 requests: GET and HEAD without a body, PUT with one
+ * whose SHA-256 is signed, DELETE (see s3_sign.h).
  *
  * The canonical request is hashed piece by piece as it is produced, so a long host, key or
  * session token needs no buffer of its own; only the string to sign and the first HMAC key are
@@ -12,6 +12,7 @@
 #include "io/s3_sign.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,8 +149,8 @@ static void hex_lower(const unsigned char *bytes, size_t n, char *out) {
 }
 
 static int hash_canonical_request(const char *method, const char *host, const char *uri,
-                                  const char *range, const char *amz_date, const char *token,
-                                  const char *signed_headers, char hex[65]) {
+                                  const char *range, const char *payload, const char *amz_date,
+                                  const char *token, const char *signed_headers, char hex[65]) {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int digest_len = 0;
@@ -157,12 +158,12 @@ static int hash_canonical_request(const char *method, const char *host, const ch
              digest_str(md, method) && digest_str(md, "\n") && digest_str(md, uri) &&
              digest_str(md, "\n\n") && digest_header(md, "host", host) &&
              (range == NULL || digest_header(md, "range", range)) &&
-             digest_header(md, "x-amz-content-sha256", SP_S3_EMPTY_SHA256) &&
+             digest_header(md, "x-amz-content-sha256", payload) &&
              digest_header(md, "x-amz-date", amz_date) &&
              (token == NULL || digest_header(md, "x-amz-security-token", token)) &&
              digest_str(md, "\n") && digest_str(md, signed_headers) && digest_str(md, "\n") &&
-             digest_str(md, SP_S3_EMPTY_SHA256) &&
-             EVP_DigestFinal_ex(md, digest, &digest_len) == 1 && digest_len == 32;
+             digest_str(md, payload) && EVP_DigestFinal_ex(md, digest, &digest_len) == 1 &&
+             digest_len == 32;
     EVP_MD_CTX_free(md);
     if (ok) {
         hex_lower(digest, 32, hex);
@@ -206,20 +207,51 @@ static int sign(const char *secret, const char *amz_date, const char *region,
     return ok;
 }
 
+static bool is_sha256_hex(const char *p) {
+    size_t n = 0;
+    for (; p[n] != '\0'; n++) {
+        if (!((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'a' && p[n] <= 'f'))) {
+            return false;
+        }
+    }
+    return n == 64;
+}
+
 sp_status sp_s3_authorization(const char *method, const char *host, const char *canonical_uri,
                               const char *range, const char *amz_date,
                               const sp_s3_credentials *cred, char *out, size_t cap, sp_err *err) {
+    if (method != NULL && strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        if (out != NULL && cap > 0) {
+            out[0] = '\0';
+        }
+        return sp_err_set(err, SP_E_INVALID_ARG, "S3 signing: method must be GET or HEAD");
+    }
+    return sp_s3_authorization_payload(method, host, canonical_uri, range, SP_S3_EMPTY_SHA256,
+                                       amz_date, cred, out, cap, err);
+}
+
+sp_status sp_s3_authorization_payload(const char *method, const char *host,
+                                      const char *canonical_uri, const char *range,
+                                      const char *payload_sha256, const char *amz_date,
+                                      const sp_s3_credentials *cred, char *out, size_t cap,
+                                      sp_err *err) {
     if (out == NULL || cap == 0) {
         return sp_err_set(err, SP_E_INVALID_ARG, "S3 signing: no output buffer");
     }
     out[0] = '\0';
-    if (method == NULL || host == NULL || canonical_uri == NULL || amz_date == NULL ||
-        cred == NULL || cred->access_key == NULL || cred->secret_key == NULL ||
+    if (method == NULL || host == NULL || canonical_uri == NULL || payload_sha256 == NULL ||
+        amz_date == NULL || cred == NULL || cred->access_key == NULL || cred->secret_key == NULL ||
         cred->region == NULL) {
         return sp_err_set(err, SP_E_INVALID_ARG, "S3 signing: null argument");
     }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        return sp_err_set(err, SP_E_INVALID_ARG, "S3 signing: method must be GET or HEAD");
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && strcmp(method, "PUT") != 0 &&
+        strcmp(method, "DELETE") != 0) {
+        return sp_err_set(err, SP_E_INVALID_ARG,
+                          "S3 signing: method must be GET, HEAD, PUT or DELETE");
+    }
+    if (!is_sha256_hex(payload_sha256)) {
+        return sp_err_set(err, SP_E_INVALID_ARG,
+                          "S3 signing: the payload hash must be 64 lower-case hex digits");
     }
     if (!is_header_value(host)) {
         return sp_err_set(err, SP_E_INVALID_ARG, "S3 signing: empty host or control character");
@@ -265,8 +297,8 @@ sp_status sp_s3_authorization(const char *method, const char *host, const char *
     }
 
     char request_hash[65];
-    if (!hash_canonical_request(method, host, canonical_uri, range, amz_date, token, signed_headers,
-                                request_hash)) {
+    if (!hash_canonical_request(method, host, canonical_uri, range, payload_sha256, amz_date, token,
+                                signed_headers, request_hash)) {
         return sp_err_set(err, SP_E_NOMEM, "S3 signing: SHA-256 failed (out of memory?)");
     }
     size_t sts_len = strlen(ALGORITHM "\n") + 16 + 1 + scope_len + 1 + 64 + 1;

@@ -1,8 +1,8 @@
-/* s3_sign.h — AWS Signature Version 4 for the S3 byte source: the Authorization header of a GET
- * or HEAD request without a body, the path encoding its canonical request and URL share, and the
- * x-amz-date stamp.
+/* s3_sign.h — AWS Signature Version 4 for S3: the Authorization header of a GET or HEAD request
+ * without a body (the byte source), of a PUT whose body's SHA-256 is signed or a DELETE (the Zarr
+ * writer), the path encoding its canonical request and URL share, and the x-amz-date stamp.
  *
- * Only what reading objects needs is covered: no query string, no payload, service "s3". The
+ * Only what reading and writing whole objects needs is covered: no query string, service "s3". The
  * signer does no I/O and keeps no state, so any thread may sign; the caller sends exactly the
  * headers it signed (see sp_s3_authorization), because S3 recomputes the signature from what
  * arrives.
@@ -51,6 +51,15 @@ sp_status sp_s3_encode_path(const char *path, char *out, size_t cap, sp_err *err
 sp_status sp_s3_authorization(const char *method, const char *host, const char *canonical_uri,
                               const char *range, const char *amz_date,
                               const sp_s3_credentials *cred, char *out, size_t cap, sp_err *err);
+
+/* The same for any of GET, HEAD, PUT and DELETE, with `payload_sha256` (64 lower-case hex digits)
+ * as the x-amz-content-sha256 value signed and sent: the SHA-256 of a PUT's body, or
+ * SP_S3_EMPTY_SHA256 for a request without one. */
+sp_status sp_s3_authorization_payload(const char *method, const char *host,
+                                      const char *canonical_uri, const char *range,
+                                      const char *payload_sha256, const char *amz_date,
+                                      const sp_s3_credentials *cred, char *out, size_t cap,
+                                      sp_err *err);
 
 /* Format a UNIX time as an x-amz-date value ("YYYYMMDDTHHMMSSZ", UTC) into out[17]. */
 void sp_s3_amz_date(time_t t, char out[17]);

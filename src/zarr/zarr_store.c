@@ -15,6 +15,10 @@
  * the arrays' metadata, flushes the file system, then writes the manifest (sorted by path, so the
  * dataset hash is independent of thread timing) and last the completion marker.
  *
+ * A store under an s3:// prefix is written the same way through S3's PUT, which stores an object
+ * whole or not at all, so there is no temporary name, rename or flush: a chunk's object exists
+ * complete once its PUT has returned, and the manifest and marker are still written last.
+ *
  * Resume: a store reopened with resume=true keeps what is there. A chunk or shard whose final
  * file exists is not encoded again; its bytes are read back and hashed. Stale temporary files of
  * a killed run are removed when the store is opened. Resuming a store that was completed removes
@@ -40,7 +44,9 @@
 #include <openssl/evp.h>
 
 #include "core/limits.h"
+#include "io/s3.h"
 #include "io/source.h"
+#include "io/store.h"
 #include "zarr/durable_renames.h"
 #include "zarr/zarr_codec.h"
 
@@ -89,6 +95,7 @@ struct sp_zarr_array {
 
 struct sp_zarr_store {
     char *root;
+    bool remote; /* root is an s3:// prefix */
     bool resume;
     mode_t file_mode;
     pthread_mutex_t lock;
@@ -341,16 +348,40 @@ static sp_status fsync_dir(const char *path, sp_err *err) {
 
 /* A file's content as consecutive pieces, so that a shard is written from its inner chunks
  * without first being copied into one buffer. */
-typedef struct piece {
-    const void *data;
-    size_t len;
-} piece;
+typedef sp_bytes piece;
+
+static void sha256_pieces(const piece *pieces, size_t npieces, char *hash, bool *ok);
+
+/* PUT the pieces as object root/relpath of a remote store; `hash` is their SHA-256 (NULL: computed
+ * here), which S3 checks against what arrives. */
+static sp_status put_object(sp_zarr_store *s, const char *relpath, const piece *pieces,
+                            size_t npieces, const char *hash, sp_err *err) {
+    char own[65];
+    if (hash == NULL) {
+        bool ok;
+        sha256_pieces(pieces, npieces, own, &ok);
+        if (!ok) {
+            return sp_err_set(err, SP_E_NOMEM, "hashing %s failed", relpath);
+        }
+        hash = own;
+    }
+    char *uri = sp_strdup_printf("%s/%s", s->root, relpath);
+    if (uri == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory writing %s", relpath);
+    }
+    sp_status st = sp_s3_put(uri, pieces, npieces, hash, err);
+    free(uri);
+    return st;
+}
 
 /* Write the pieces to root/relpath through a temporary file in the same folder. Immediate: fsync
  * and rename now. Batched: hand the temporary file to the durable renames, which rename it after
  * its batch's flush. On failure the temporary file is removed and the final name untouched. */
 static sp_status write_atomic(sp_zarr_store *s, const char *relpath, const piece *pieces,
                               size_t npieces, bool batched, sp_err *err) {
+    if (s->remote) {
+        return put_object(s, relpath, pieces, npieces, NULL, err);
+    }
     char *full = sp_strdup_printf("%s/%s", s->root, relpath);
     char *tmp = sp_strdup_printf("%s/%s.tmp-XXXXXX", s->root, relpath);
     sp_status st = SP_OK;
@@ -450,23 +481,31 @@ static sp_status record(sp_zarr_store *s, const char *relpath, const char *hash,
 
 /* Hash, write atomically (a chunk or shard in a durability batch, anything else at once) and
  * record. */
-static sp_status put_pieces(sp_zarr_store *s, const char *relpath, const piece *pieces,
-                            size_t npieces, bool batched, sp_err *err) {
-    char hash[65];
+static void sha256_pieces(const piece *pieces, size_t npieces, char *hash, bool *ok) {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
-    bool ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
-    for (size_t i = 0; ok && i < npieces; i++) {
-        ok = EVP_DigestUpdate(ctx, pieces[i].data, pieces[i].len) == 1;
+    *ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    for (size_t i = 0; *ok && i < npieces; i++) {
+        *ok = EVP_DigestUpdate(ctx, pieces[i].data, pieces[i].len) == 1;
     }
-    ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
+    *ok = *ok && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
     EVP_MD_CTX_free(ctx);
+    if (*ok) {
+        hex_digest(md, hash);
+    }
+}
+
+static sp_status put_pieces(sp_zarr_store *s, const char *relpath, const piece *pieces,
+                            size_t npieces, bool batched, sp_err *err) {
+    char hash[65];
+    bool ok;
+    sha256_pieces(pieces, npieces, hash, &ok);
     if (!ok) {
         return sp_err_set(err, SP_E_NOMEM, "hashing %s failed", relpath);
     }
-    hex_digest(md, hash);
-    sp_status st = write_atomic(s, relpath, pieces, npieces, batched, err);
+    sp_status st = s->remote ? put_object(s, relpath, pieces, npieces, hash, err)
+                             : write_atomic(s, relpath, pieces, npieces, batched, err);
     if (st == SP_OK) {
         st = record(s, relpath, hash, err);
     }
@@ -479,22 +518,29 @@ static sp_status put_file(sp_zarr_store *s, const char *relpath, const void *dat
     return put_pieces(s, relpath, &one, 1, batched, err);
 }
 
-/* In resume mode: if root/relpath exists, hash and record it and set *found. */
+/* In resume mode: if root/relpath exists (a regular file, or a remote object), hash and record it
+ * and set *found. */
 static sp_status adopt_existing(sp_zarr_store *s, const char *relpath, bool *found, sp_err *err) {
     *found = false;
     char *full = sp_strdup_printf("%s/%s", s->root, relpath);
     if (full == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
-    struct stat st;
+    struct stat info;
     sp_status rc = SP_OK;
-    if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
+    if (s->remote || (stat(full, &info) == 0 && S_ISREG(info.st_mode))) {
+        sp_source *src = NULL;
+        bool missing = false;
         char hash[65];
-        rc = sp_sha256_file(full, hash, err);
-        if (rc == SP_OK) {
-            rc = record(s, relpath, hash, err);
-            *found = rc == SP_OK;
+        rc = sp_store_open(full, 0, &src, &missing, err);
+        if (rc == SP_OK && !missing) {
+            rc = sp_sha256_source(src, hash, err);
+            if (rc == SP_OK) {
+                rc = record(s, relpath, hash, err);
+                *found = rc == SP_OK;
+            }
         }
+        sp_source_close(src);
     }
     free(full);
     return rc;
@@ -603,13 +649,15 @@ static sp_status mkdir_p(char *path, sp_err *err) {
     }
 }
 
-static sp_status remove_if_present(const char *root, const char *name, sp_err *err) {
-    char *p = sp_strdup_printf("%s/%s", root, name);
+static sp_status remove_if_present(const sp_zarr_store *s, const char *name, sp_err *err) {
+    char *p = sp_strdup_printf("%s/%s", s->root, name);
     if (p == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
     sp_status st = SP_OK;
-    if (unlink(p) != 0 && errno != ENOENT) {
+    if (s->remote) {
+        st = sp_s3_delete(p, err);
+    } else if (unlink(p) != 0 && errno != ENOENT) {
         st = sp_err_set(err, SP_E_IO, "cannot remove %s: %s", p, strerror(errno));
     }
     free(p);
@@ -668,12 +716,48 @@ static void free_store(sp_zarr_store *s) {
 }
 
 void sp_zarr_store_abort(sp_zarr_store *store) {
-    if (store != NULL) {
+    if (store != NULL && store->renames != NULL) {
         sp_err ignored = {0};
         /* keep what was written before the error */
         sp_durable_renames_drain(store->renames, &ignored);
     }
     free_store(store);
+}
+
+/* Open an s3:// prefix for writing. S3 cannot say cheaply whether a prefix is empty, so without
+ * resume the names a store (or an interrupted conversion) is known by must be absent; with resume
+ * the marker and then the manifest are deleted, as in a folder. */
+static sp_status open_remote(sp_zarr_store *s, sp_err *err) {
+    if (strncmp(s->root, "s3://", 5) != 0) {
+        return sp_err_set(err, SP_E_INVALID_ARG,
+                          "%s: stores are written to a folder or an s3:// prefix; http(s) URLs "
+                          "are read-only",
+                          s->root);
+    }
+    s->remote = true;
+    char *probe = sp_strdup_printf("%s/%s", s->root, SP_ZARR_COMPLETE);
+    sp_s3_target t;
+    sp_status st = probe != NULL ? sp_s3_target_resolve(probe, &t, err)
+                                 : sp_err_set(err, SP_E_NOMEM, "out of memory");
+    free(probe);
+    if (st != SP_OK) {
+        return st;
+    }
+    sp_s3_target_clear(&t);
+    if (s->resume) {
+        st = remove_if_present(s, SP_ZARR_COMPLETE, err);
+        return st == SP_OK ? remove_if_present(s, SP_ZARR_MANIFEST, err) : st;
+    }
+    static const char *const taken[] = {SP_ZARR_COMPLETE, SP_ZARR_MANIFEST, ".zgroup", "zarr.json",
+                                        "slidepipe-convert.json"};
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) {
+        if (sp_store_has_file(s->root, taken[i])) {
+            return sp_err_set(err, SP_E_INVALID_ARG,
+                              "%s already holds a store (%s; use --resume to complete it)", s->root,
+                              taken[i]);
+        }
+    }
+    return SP_OK;
 }
 
 sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out, sp_err *err) {
@@ -703,6 +787,14 @@ sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out,
     }
     s->resume = resume;
     s->file_mode = file_mode();
+    if (sp_store_is_remote(s->root)) {
+        st = open_remote(s, err);
+        if (st != SP_OK) {
+            goto fail;
+        }
+        *out = s;
+        return SP_OK;
+    }
     st = sp_durable_renames_create(s->root, &s->renames, err);
     if (st != SP_OK) {
         goto fail;
@@ -747,9 +839,9 @@ sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out,
 
     if (resume) {
         /* The marker goes first: a store must never claim completeness while being rewritten. */
-        st = remove_if_present(s->root, SP_ZARR_COMPLETE, err);
+        st = remove_if_present(s, SP_ZARR_COMPLETE, err);
         if (st == SP_OK) {
-            st = remove_if_present(s->root, SP_ZARR_MANIFEST, err);
+            st = remove_if_present(s, SP_ZARR_MANIFEST, err);
         }
         if (st != SP_OK) {
             goto fail;
@@ -1268,7 +1360,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     }
     sp_zarr_store *s = store;
     strbuf m = {0};
-    sp_status st = sp_durable_renames_drain(s->renames, err);
+    sp_status st = s->renames != NULL ? sp_durable_renames_drain(s->renames, err) : SP_OK;
     /* No worker may still be writing: the caller has joined them, so no lock is needed. */
     for (sp_zarr_array *a = s->arrays; a != NULL && st == SP_OK; a = a->next) {
         if (a->written != a->total_chunks || a->nflight != 0) {
@@ -1280,7 +1372,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     for (sp_zarr_array *a = s->arrays; a != NULL && st == SP_OK; a = a->next) {
         st = array_metadata(a, err);
     }
-    if (st == SP_OK) {
+    if (st == SP_OK && !s->remote) {
         st = sp_sync_fs(s->root, err); /* before the manifest vouches for it */
     }
     if (st != SP_OK) {
@@ -1300,7 +1392,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     }
     piece manifest = {m.s ? m.s : "", m.len};
     st = write_atomic(s, SP_ZARR_MANIFEST, &manifest, 1, false, err);
-    if (st == SP_OK) {
+    if (st == SP_OK && !s->remote) {
         st = fsync_dir(s->root, err);
     }
     if (st != SP_OK) {
@@ -1312,7 +1404,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     hash[65] = '\0';
     piece marker = {hash, 65};
     st = write_atomic(s, SP_ZARR_COMPLETE, &marker, 1, false, err);
-    if (st == SP_OK) {
+    if (st == SP_OK && !s->remote) {
         st = fsync_dir(s->root, err);
     }
     if (st == SP_OK && dataset_hash != NULL) {

@@ -516,3 +516,98 @@ def test_s3_zarr_store_equals_local(sp, run, s3, stores, tmp_path):
         proc = run_env(sp, ["verify", uri, "--json"], s3)
         assert proc.returncode == 0, (uri, proc.stderr)
         assert json.loads(proc.stdout)["dataset_hash"] == local_info["dataset_hash"]
+
+
+# ---- Zarr stores written to S3 --------------------------------------------------------------
+
+
+def s3_client(s3):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="eu-west-1",
+                        aws_access_key_id=s3["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=s3["AWS_SECRET_ACCESS_KEY"])
+
+
+def s3_keys(client, prefix):
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket="slides", Prefix=prefix)
+    return {o["Key"] for page in pages for o in page.get("Contents", [])}
+
+
+def dataset_hash(proc):
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["dataset_hash"]
+
+
+@pytest.mark.parametrize("name, options", [("v2", []), ("v3-sharded", STORE_OPTIONS["v3-sharded"])])
+def test_convert_to_s3_equals_local(sp, run, s3, name, options, tmp_path):
+    uri = f"s3://slides/written/{name}.zarr"
+    local = dataset_hash(run(["convert", TESTDATA / STORE_SLIDE, tmp_path / "local.zarr", *options, "--json"]))
+    remote = dataset_hash(run_env(sp, ["convert", TESTDATA / STORE_SLIDE, uri, *options, "--json"], s3))
+    assert remote == local
+    # Every file of the local store is an object, and nothing else (no temporary names).
+    root = tmp_path / "local.zarr"
+    files = {f.relative_to(root).as_posix() for f in root.rglob("*") if f.is_file()}
+    assert s3_keys(s3_client(s3), f"written/{name}.zarr/") == {f"written/{name}.zarr/{f}" for f in files}
+    assert dataset_hash(run_env(sp, ["verify", uri, "--json"], s3)) == local
+    out = tmp_path / "s3.rgba"
+    assert run_env(sp, ["region", uri, *STORE_REGION, "-o", out], s3).returncode == 0
+    assert np.array_equal(np.fromfile(out, np.uint8), region_bytes(run, root, tmp_path / "l.rgba"))
+
+
+def test_s3_store_is_not_overwritten_and_resume_completes_it(sp, run, s3, tmp_path):
+    uri = "s3://slides/written/resumed.zarr"
+    want = dataset_hash(run_env(sp, ["convert", TESTDATA / STORE_SLIDE, uri, "--json"], s3))
+    proc = run_env(sp, ["convert", TESTDATA / STORE_SLIDE, uri], s3)
+    assert proc.returncode == 1 and "already holds a store" in proc.stderr, proc.stderr
+    # What an interrupted run leaves: no marker, no manifest, some chunks not yet written.
+    client = s3_client(s3)
+    chunks = sorted(k for k in s3_keys(client, "written/resumed.zarr/0/") if not k.endswith(".zarray"))
+    gone = ["written/resumed.zarr/slidepipe-complete", "written/resumed.zarr/slidepipe-manifest.sha256",
+            chunks[0], chunks[-1]]
+    for key in gone:
+        client.delete_object(Bucket="slides", Key=key)
+    proc = run_env(sp, ["verify", uri], s3)
+    assert proc.returncode == 1 and "incomplete conversion" in proc.stderr, proc.stderr
+    assert dataset_hash(run_env(sp, ["convert", TESTDATA / STORE_SLIDE, uri, "--resume", "--json"], s3)) == want
+    assert set(gone) <= s3_keys(client, "written/resumed.zarr/")
+    assert dataset_hash(run_env(sp, ["verify", uri, "--json"], s3)) == want
+
+
+def test_convert_to_s3_killed_and_resumed_gives_the_same_dataset_hash(sp, run, s3, tmp_path):
+    """SIGKILL while the chunks are being PUT, then --resume: the uninterrupted run's hash."""
+    rel, opts = "generic-tiff/yb10kx5k.zstd.tiff", ["--chunk", "256", "--threads", "1", "--json"]
+    want = dataset_hash(run(["convert", TESTDATA / rel, tmp_path / "local.zarr", *opts]))
+    uri, client = "s3://slides/written/killed.zarr", s3_client(s3)
+    proc = subprocess.Popen([str(sp.binary), "convert", str(TESTDATA / rel), uri, *opts], env=s3,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(s3_keys(client, "written/killed.zarr/")) < 40 and proc.poll() is None:
+            assert time.monotonic() < deadline, "no chunks written within 60 s"
+            time.sleep(0.05)
+        if proc.poll() is not None:
+            pytest.fail("the conversion finished before it could be killed")
+        proc.kill()
+    finally:
+        proc.wait(timeout=30)
+    keys = s3_keys(client, "written/killed.zarr/")
+    assert "written/killed.zarr/slidepipe-complete" not in keys
+    assert dataset_hash(run_env(sp, ["convert", TESTDATA / rel, uri, "--resume", *opts], s3)) == want
+    assert dataset_hash(run_env(sp, ["verify", uri, "--json"], s3)) == want
+
+
+def test_process_to_s3_equals_local(sp, run, s3, tmp_path):
+    args = ["process", TESTDATA / STORE_SLIDE]
+    local = dataset_hash(run([*args, tmp_path / "grey.zarr", "--op", "grey", "--json"]))
+    remote = dataset_hash(run_env(sp, [*args, "s3://slides/written/grey.zarr", "--op", "grey", "--json"], s3))
+    assert remote == local
+
+
+def test_write_errors_to_remote_stores(sp, run, s3, nginx):
+    env = dict(s3, AWS_SECRET_ACCESS_KEY="not-the-secret")
+    proc = run_env(sp, ["convert", TESTDATA / STORE_SLIDE, "s3://slides/written/denied.zarr"], env)
+    assert proc.returncode == 1 and "HTTP 403" in proc.stderr, proc.stderr
+    assert not s3_keys(s3_client(s3), "written/denied.zarr/")
+    proc = run(["convert", TESTDATA / STORE_SLIDE, f"{nginx['url']}/scratch/out.zarr"])
+    assert proc.returncode == 1 and "read-only" in proc.stderr, proc.stderr

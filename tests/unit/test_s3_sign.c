@@ -1,10 +1,12 @@
 /* test_s3_sign.c — the S3 request signer (io/s3_sign.h) against known answers: the "GET Object"
  * example of the AWS S3 Signature Version 4 documentation, and further cases (HEAD without a
  * range, a session token, a custom endpoint with a port and an encoded path) whose expected
- * values were computed with botocore's S3SigV4Auth. Also the path encoding, the x-amz-date
+ * values were computed with botocore's S3SigV4Auth, as were those of a PUT with a signed body and
+ * a DELETE (the Zarr writer's requests). Also the path encoding, the x-amz-date
  * format, the refusal of malformed arguments, and short output buffers, which must fail without
  * a byte written past their end.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "io/s3_sign.h"
@@ -302,7 +304,50 @@ static void test_amz_date(void) {
     CHECK(strcmp(out, AWS_EXPECTED) == 0);
 }
 
+/* botocore's S3SigV4Auth at the same date, key and host, for PUT /test%24file.text with the body
+ * "Welcome to Amazon S3." and for DELETE of the same object. */
+static void test_put_and_delete(void) {
+    static const char body_sha256[] =
+        "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072";
+    static const char *const cases[][3] = {
+        {"PUT", body_sha256, "1e15d288c066d54cc20d8f664ade3fa96e6744b2861304671f6eb633045a2d4a"},
+        {"DELETE", SP_S3_EMPTY_SHA256,
+         "f25f9cf56c1a0f25e13d950696e6da0adadeb2cb2823891c9610c797821f96ee"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char out[512], want[512];
+        sp_err err = {0};
+        CHECK_EQ_INT(sp_s3_authorization_payload(cases[i][0], AWS_HOST, "/test%24file.text", NULL,
+                                                 cases[i][1], AWS_DATE, &AWS_CRED, out, sizeof out,
+                                                 &err),
+                     SP_OK);
+        snprintf(want, sizeof want,
+                 "AWS4-HMAC-SHA256 Credential=" AWS_SCOPE
+                 ",SignedHeaders=host;x-amz-content-sha256;x-amz-date,Signature=%s",
+                 cases[i][2]);
+        CHECK(strcmp(out, want) == 0);
+    }
+    /* Only the four methods, only a well-formed payload hash; the GET/HEAD entry point refuses
+     * PUT, whose body it could not sign. */
+    char out[512];
+    sp_err err = {0};
+    CHECK_EQ_INT(sp_s3_authorization_payload("POST", AWS_HOST, "/x", NULL, SP_S3_EMPTY_SHA256,
+                                             AWS_DATE, &AWS_CRED, out, sizeof out, &err),
+                 SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_s3_authorization_payload("PUT", AWS_HOST, "/x", NULL, "44CE7DD6", AWS_DATE,
+                                             &AWS_CRED, out, sizeof out, &err),
+                 SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_s3_authorization_payload("PUT", AWS_HOST, "/x", NULL, NULL, AWS_DATE, &AWS_CRED,
+                                             out, sizeof out, &err),
+                 SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_s3_authorization("PUT", AWS_HOST, "/x", NULL, AWS_DATE, &AWS_CRED, out,
+                                     sizeof out, &err),
+                 SP_E_INVALID_ARG);
+    CHECK(out[0] == '\0');
+}
+
 void unit_run(void) {
+    test_put_and_delete();
     test_aws_example();
     test_head_without_range();
     test_session_token();
