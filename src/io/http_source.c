@@ -514,7 +514,7 @@ static void http_close(void *ctx) {
 
 static const sp_source_impl HTTP_IMPL = {http_read_at, http_close};
 
-static long stall_timeout_from_env(void) {
+long sp_http_stall_timeout(void) {
     const char *v = getenv("SLIDEPIPE_HTTP_TIMEOUT");
     char *end = NULL;
     long s = v != NULL ? strtol(v, &end, 10) : 0;
@@ -547,7 +547,7 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
         return sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", url);
     }
     h->signer = *sg;
-    h->stall_timeout_s = stall_timeout_from_env();
+    h->stall_timeout_s = sp_http_stall_timeout();
     pthread_mutex_init(&h->lock, NULL);
     if (curl_init_result != CURLE_OK) {
         free(head);

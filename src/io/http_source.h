@@ -46,6 +46,10 @@ void sp_http_handle_give(sp_http_handle *h);
 bool sp_http_retryable(CURLcode rc, long code);
 void sp_http_backoff(int attempt);
 
+/* Seconds without a byte after which a transfer is abandoned: SLIDEPIPE_HTTP_TIMEOUT (1-3600),
+ * default 30. */
+long sp_http_stall_timeout(void);
+
 /* The <Code> of an S3 error document in `body`, printable, or "" (for messages). */
 void sp_http_s3_error_code(const char *body, char *out, size_t cap);
 

@@ -86,7 +86,7 @@ static sp_status request(const sp_s3_target *t, const char *method, const sp_byt
         h->error[0] = '\0';
         curl_easy_setopt(c, CURLOPT_URL, t->url);
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, sp_http_stall_timeout());
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, ignore_headers);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
