@@ -545,7 +545,7 @@ def test_convert_to_s3_equals_local(sp, run, s3, name, options, tmp_path):
     a = run(["convert", TESTDATA / STORE_SLIDE, tmp_path / "local.zarr", *options, "--json"])
     b = run_env(sp, ["convert", TESTDATA / STORE_SLIDE, uri, *options, "--json"], s3)
     local, remote = dataset_hash(a), dataset_hash(b)
-    assert remote == local and json.loads(b.stdout)["levels"] == json.loads(a.stdout)["levels"] == 4
+    assert remote == local and json.loads(b.stdout)["levels"] == json.loads(a.stdout)["levels"] >= 4
     # Every file of the local store is an object, and nothing else (no temporary names).
     root = tmp_path / "local.zarr"
     files = {f.relative_to(root).as_posix() for f in root.rglob("*") if f.is_file()}
