@@ -16,27 +16,13 @@
 
 #include "cli.h"
 #include "plot_png.h"
+#include "slide_list.h"
 #include "spectrum_run.h"
 
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool add_slide(spectrum_args *a, const char *path) {
-    char **grown = realloc(a->slides, (size_t)(a->n_slides + 1) * sizeof *grown);
-    char *copy = strdup(path);
-    if (grown == NULL || copy == NULL) {
-        if (grown != NULL) {
-            a->slides = grown;
-        }
-        free(copy);
-        return false;
-    }
-    a->slides = grown;
-    a->slides[a->n_slides++] = copy;
-    return true;
 }
 
 int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *a) {
@@ -107,7 +93,7 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
         return cli_fail("--device cuda: %s", why);
     }
     for (int i = optind; i < argc; i++) {
-        if (!add_slide(a, argv[i])) {
+        if (!slide_list_add(&a->slides, &a->n_slides, argv[i])) {
             return cli_fail("out of memory");
         }
     }
@@ -116,36 +102,8 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
 
 bool spectrum_load_list(spectrum_args *a, const char *prog, bool *usage) {
     *usage = false;
-    if (a->list_path != NULL) {
-        FILE *f = fopen(a->list_path, "r");
-        if (f == NULL) {
-            cli_fail("cannot read the list %s: %s", a->list_path, strerror(errno));
-            return false;
-        }
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t len;
-        bool ok = true;
-        while (ok && (len = getline(&line, &cap, f)) >= 0) {
-            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) {
-                line[--len] = '\0';
-            }
-            if (len == 0 || line[0] == '#') {
-                continue;
-            }
-            ok = add_slide(a, line);
-        }
-        bool read_error = ferror(f) != 0;
-        free(line);
-        fclose(f);
-        if (!ok) {
-            cli_fail("out of memory");
-            return false;
-        }
-        if (read_error) {
-            cli_fail("cannot read the list %s", a->list_path);
-            return false;
-        }
+    if (a->list_path != NULL && !slide_list_load(&a->slides, &a->n_slides, a->list_path)) {
+        return false;
     }
     if (a->n_slides == 0) {
         char text[512];
@@ -159,12 +117,7 @@ bool spectrum_load_list(spectrum_args *a, const char *prog, bool *usage) {
 }
 
 void spectrum_args_free(spectrum_args *a) {
-    for (int64_t i = 0; i < a->n_slides; i++) {
-        free(a->slides[i]);
-    }
-    free(a->slides);
-    a->slides = NULL;
-    a->n_slides = 0;
+    slide_list_free(&a->slides, &a->n_slides);
 }
 
 sp_spectrum_options *spectrum_options(const spectrum_args *a) {

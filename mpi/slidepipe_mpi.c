@@ -1,13 +1,15 @@
-/* slidepipe_mpi.c — `mpirun -n N slidepipe-mpi spectrum --list FILE --json OUT [options]`: the
- * spectral statistics of many slides spread over MPI ranks (docs/spectrum.md).
+/* slidepipe_mpi.c — `mpirun -n N slidepipe-mpi spectrum|convert ... [--list FILE]`: a command's
+ * slides spread over MPI ranks: the spectral statistics (docs/spectrum.md), or a cohort
+ * converted to one OME-Zarr store per slide (docs/zarr.md).
  *
  * Rank 0 reads the list and hands out slide indices one at a time: a rank asks for the next
  * slide when it has finished one, so a slow slide holds up only its own rank. Rank 0 also works
  * (a computing thread takes indices from the same counter while the main thread answers the
  * other ranks; only the main thread calls MPI), so `-n 1` is the single-process command.
- * Results travel back as plain records, rank 0 keeps them in list order and merges them there,
- * so the JSON equals `slidepipe spectrum`'s for the same slides, timings aside. Options, the
- * JSON writer and the plot are the slidepipe command's own (cli/spectrum_run.c).
+ * Results travel back as plain records, rank 0 keeps them in list order and reports and merges
+ * them there, so the output equals the slidepipe command's for the same slides, timings aside.
+ * Options, reports and output are the slidepipe command's own (cli/spectrum_run.c,
+ * cli/convert_run.c); what differs between the two commands is one mpi_job.
  */
 #include <fcntl.h>
 #include <mpi.h>
@@ -19,16 +21,33 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "convert_run.h"
 #include "mpi_device.h"
+#include "slide_list.h"
 #include "spectrum_run.h"
+
+/* One command's work: run slide `index` into a result record of `result_size` bytes (any rank),
+ * and report a finished one (rank 0, in the order they finish). */
+typedef struct mpi_job {
+    int64_t count;
+    size_t result_size;
+    void (*run)(void *ctx, int64_t index, bool show_progress, void *result);
+    void (*report)(void *ctx, int64_t index, const void *result);
+    void *ctx;
+} mpi_job;
 
 enum { TAG_RESULT = 1, TAG_WORK = 2 };
 
-/* What a worker sends: the result of slide `index`, or index -1 for its first request. */
-typedef struct result_msg {
-    int64_t index;
-    spectrum_result result;
-} result_msg;
+/* What a worker sends: the index of a finished slide (-1 for its first request), then its
+ * result record. */
+static void *new_message(const mpi_job *job) {
+    void *msg = calloc(1, sizeof(int64_t) + job->result_size);
+    if (msg == NULL) {
+        cli_fail("out of memory");
+        MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR); /* the other ranks wait for answers */
+    }
+    return msg;
+}
 
 typedef struct dispenser {
     pthread_mutex_t lock;
@@ -44,33 +63,28 @@ static int64_t dispense(dispenser *d) {
 
 typedef struct rank0_worker {
     dispenser *d;
-    const spectrum_args *args;
-    const sp_spectrum_options *options;
-    spectrum_result *results;
+    const mpi_job *job;
+    char *results; /* count records of result_size bytes */
 } rank0_worker;
 
 static void *rank0_compute(void *arg) {
     rank0_worker *w = arg;
     for (int64_t i; (i = dispense(w->d)) >= 0;) {
-        spectrum_run_slide(w->args->slides[i], w->options, i, w->args->n_slides, false,
-                           &w->results[i]);
-        spectrum_report_slide(w->args, w->args->slides[i], &w->results[i]);
+        void *r = w->results + (size_t)i * w->job->result_size;
+        w->job->run(w->job->ctx, i, false, r);
+        w->job->report(w->job->ctx, i, r);
     }
     return NULL;
 }
 
 /* Rank 0 with other ranks: serve their requests while the computing thread works. */
-static void coordinate(int size, const spectrum_args *a, const sp_spectrum_options *options,
-                       spectrum_result *results) {
-    dispenser d = {PTHREAD_MUTEX_INITIALIZER, 0, a->n_slides};
-    rank0_worker w = {&d, a, options, results};
+static void coordinate(int size, const mpi_job *job, char *results) {
+    dispenser d = {PTHREAD_MUTEX_INITIALIZER, 0, job->count};
+    rank0_worker w = {&d, job, results};
     pthread_t thread;
     bool started = pthread_create(&thread, NULL, rank0_compute, &w) == 0;
-    result_msg *msg = malloc(sizeof *msg);
-    if (msg == NULL) {
-        cli_fail("out of memory");
-        MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR); /* the other ranks wait for answers */
-    }
+    char *msg = new_message(job);
+    int bytes = (int)(sizeof(int64_t) + job->result_size);
     int active = size - 1;
     while (active > 0) {
         int flag = 0;
@@ -82,11 +96,14 @@ static void coordinate(int size, const spectrum_args *a, const sp_spectrum_optio
             nanosleep(&(struct timespec){0, 2000000}, NULL);
             continue;
         }
-        MPI_Recv(msg, (int)sizeof *msg, MPI_BYTE, status.MPI_SOURCE, TAG_RESULT, MPI_COMM_WORLD,
+        MPI_Recv(msg, bytes, MPI_BYTE, status.MPI_SOURCE, TAG_RESULT, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
-        if (msg->index >= 0 && msg->index < a->n_slides) {
-            results[msg->index] = msg->result;
-            spectrum_report_slide(a, a->slides[msg->index], &msg->result);
+        int64_t index;
+        memcpy(&index, msg, sizeof index);
+        if (index >= 0 && index < job->count) {
+            char *r = results + (size_t)index * job->result_size;
+            memcpy(r, msg + sizeof index, job->result_size);
+            job->report(job->ctx, index, r);
         }
         int64_t next = dispense(&d);
         MPI_Send(&next, 1, MPI_INT64_T, status.MPI_SOURCE, TAG_WORK, MPI_COMM_WORLD);
@@ -100,43 +117,66 @@ static void coordinate(int size, const spectrum_args *a, const sp_spectrum_optio
     free(msg);
 }
 
-static void work(const spectrum_args *a, const sp_spectrum_options *options) {
-    result_msg *msg = calloc(1, sizeof *msg);
-    if (msg == NULL) {
-        MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
-        return;
-    }
-    msg->index = -1;
+static void work(const mpi_job *job) {
+    char *msg = new_message(job);
+    int bytes = (int)(sizeof(int64_t) + job->result_size);
+    int64_t index = -1;
+    memcpy(msg, &index, sizeof index);
     for (;;) {
-        MPI_Send(msg, (int)sizeof *msg, MPI_BYTE, 0, TAG_RESULT, MPI_COMM_WORLD);
+        MPI_Send(msg, bytes, MPI_BYTE, 0, TAG_RESULT, MPI_COMM_WORLD);
         int64_t next;
         MPI_Recv(&next, 1, MPI_INT64_T, 0, TAG_WORK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (next < 0 || next >= a->n_slides) {
+        if (next < 0 || next >= job->count) {
             break;
         }
-        msg->index = next;
-        spectrum_run_slide(a->slides[next], options, next, a->n_slides, false, &msg->result);
+        memcpy(msg, &next, sizeof next);
+        job->run(job->ctx, next, false, msg + sizeof next);
     }
     free(msg);
 }
 
+/* Run every slide of the job: spread over the ranks, or here alone with -n 1. Rank 0 gets the
+ * results (count records); the other ranks get NULL. */
+static char *run_job(int rank, int size, const mpi_job *job) {
+    if (rank != 0) {
+        work(job);
+        return NULL;
+    }
+    char *results = calloc((size_t)(job->count > 0 ? job->count : 1), job->result_size);
+    if (results == NULL) {
+        cli_fail("out of memory");
+        MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
+    }
+    if (size == 1) {
+        bool tty = isatty(STDERR_FILENO);
+        for (int64_t i = 0; i < job->count; i++) {
+            void *r = results + (size_t)i * job->result_size;
+            job->run(job->ctx, i, tty, r);
+            job->report(job->ctx, i, r);
+        }
+    } else {
+        coordinate(size, job, results);
+    }
+    return results;
+}
+
 /* Rank 0's list to every rank: the count, then the paths NUL-separated. */
-static bool share_list(int rank, spectrum_args *a) {
-    int64_t head[2] = {a->n_slides, 0};
+static bool share_list(int rank, char ***paths, int64_t *n) {
+    int64_t head[2] = {*n, 0};
     char *buf = NULL;
     if (rank == 0) {
-        for (int64_t i = 0; i < a->n_slides; i++) {
-            head[1] += (int64_t)strlen(a->slides[i]) + 1;
+        for (int64_t i = 0; i < *n; i++) {
+            head[1] += (int64_t)strlen((*paths)[i]) + 1;
         }
         buf = malloc((size_t)head[1]);
         if (buf == NULL) {
             MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
         }
         char *p = buf;
-        for (int64_t i = 0; i < a->n_slides; i++) {
-            size_t n = strlen(a->slides[i]) + 1;
-            memcpy(p, a->slides[i], n);
-            p += n;
+        for (int64_t i = 0; i < *n; i++) {
+            size_t len = strlen((*paths)[i]) + 1;
+            memcpy(p, (*paths)[i], len);
+            p += len;
         }
     }
     MPI_Bcast(head, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
@@ -149,9 +189,9 @@ static bool share_list(int rank, spectrum_args *a) {
         return false;
     }
     if (rank != 0) {
+        slide_list_free(paths, n); /* rank 0's list is the list */
         buf = malloc((size_t)head[1] + 1);
-        a->slides = calloc((size_t)head[0] + 1, sizeof *a->slides);
-        if (buf == NULL || a->slides == NULL) {
+        if (buf == NULL) {
             MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
         }
     }
@@ -159,11 +199,9 @@ static bool share_list(int rank, spectrum_args *a) {
     if (rank != 0) {
         char *p = buf;
         for (int64_t i = 0; i < head[0]; i++) {
-            a->slides[i] = strdup(p);
-            if (a->slides[i] == NULL) {
+            if (!slide_list_add(paths, n, p)) {
                 MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
             }
-            a->n_slides = i + 1;
             p += strlen(p) + 1;
         }
     }
@@ -171,70 +209,53 @@ static bool share_list(int rank, spectrum_args *a) {
     return true;
 }
 
-static const char USAGE[] = "usage: slidepipe-mpi spectrum SLIDE... | --list FILE [--level L] "
-                            "[--patch P] [--block B] [--json OUT|-] [--plot OUT.png] "
-                            "[--threads T]\n";
+static const char USAGE[] =
+    "usage: slidepipe-mpi spectrum SLIDE... | --list FILE [--level L] [--patch P] [--block B]\n"
+    "                     [--json OUT|-] [--plot OUT.png] [--threads T]\n"
+    "       slidepipe-mpi convert SLIDE... | --list FILE --out-dir DIR [convert's options]\n";
 
-/* Everything after MPI_Init; returns the exit code, the same on every rank. */
-static int run(int rank, int size, int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "spectrum") != 0) {
-        if (rank == 0) {
-            if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-                fputs(USAGE, stdout);
-                return CLI_OK;
-            }
-            fprintf(stderr, "slidepipe: %s\n%s",
-                    argc < 2 ? "no command given" : "the only command is 'spectrum'", USAGE);
-        }
-        return argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
-                   ? CLI_OK
-                   : CLI_USAGE_ERROR;
-    }
-    /* Every rank parses the same arguments; only rank 0 may print about them. */
-    int saved_out = -1, saved_err = -1;
+/* Every rank parses the same arguments; only rank 0 may print about them: the others write to
+ * /dev/null in between. */
+typedef struct quiet {
+    int out, err;
+} quiet;
+
+static quiet quiet_begin(int rank) {
+    quiet q = {-1, -1};
     if (rank != 0) {
         fflush(stdout);
         fflush(stderr);
         int null = open("/dev/null", O_WRONLY);
-        saved_out = dup(1);
-        saved_err = dup(2);
+        q.out = dup(1);
+        q.err = dup(2);
         dup2(null, 1);
         dup2(null, 2);
         close(null);
     }
-    spectrum_args a;
-    int code = spectrum_parse_args(argc - 1, argv + 1, "slidepipe-mpi", &a);
-    if (rank != 0) {
+    return q;
+}
+
+static void quiet_end(quiet q) {
+    if (q.out >= 0) {
         fflush(stdout);
         fflush(stderr);
-        dup2(saved_out, 1);
-        dup2(saved_err, 2);
-        close(saved_out);
-        close(saved_err);
+        dup2(q.out, 1);
+        dup2(q.err, 2);
+        close(q.out);
+        close(q.err);
     }
-    if (code >= 0) {
-        spectrum_args_free(&a);
-        return code;
-    }
-    int status = -1; /* rank 0's verdict on the list: -1 = go on */
-    if (rank == 0) {
-        bool usage;
-        if (!spectrum_load_list(&a, "slidepipe-mpi", &usage)) {
-            status = usage ? CLI_USAGE_ERROR : CLI_RUNTIME_ERROR;
-        }
-    } else {
-        for (int64_t i = 0; i < a.n_slides; i++) {
-            free(a.slides[i]);
-        }
-        free(a.slides);
-        a.slides = NULL;
-        a.n_slides = 0;
-    }
+}
+
+/* Rank 0's verdict (-1: go on, else an exit code) to every rank, then rank 0's slide list. */
+static int share_verdict(int rank, int status, char ***paths, int64_t *n) {
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (status >= 0 || !share_list(rank, &a)) {
-        spectrum_args_free(&a);
-        return status >= 0 ? status : CLI_RUNTIME_ERROR;
+    if (status >= 0) {
+        return status;
     }
+    return share_list(rank, paths, n) ? -1 : CLI_RUNTIME_ERROR;
+}
+
+static void note_rank(int rank, int size) {
     int local_rank, visible;
     int device = spmpi_pick_device(MPI_COMM_WORLD, &local_rank, &visible);
     if (getenv("SLIDEPIPE_MPI_VERBOSE") != NULL) {
@@ -243,35 +264,148 @@ static int run(int rank, int size, int argc, char **argv) {
         fprintf(stderr, "slidepipe-mpi: rank %d of %d on %s, local rank %d, GPU %d of %d\n",
                 rank, size, host, local_rank, device, visible);
     }
+}
+
+/* ---- spectrum ---- */
+
+typedef struct spectrum_job {
+    const spectrum_args *a;
+    const sp_spectrum_options *options;
+} spectrum_job;
+
+static void spectrum_job_run(void *ctx, int64_t i, bool show_progress, void *result) {
+    const spectrum_job *j = ctx;
+    spectrum_run_slide(j->a->slides[i], j->options, i, j->a->n_slides, show_progress, result);
+}
+
+static void spectrum_job_report(void *ctx, int64_t i, const void *result) {
+    const spectrum_job *j = ctx;
+    spectrum_report_slide(j->a, j->a->slides[i], result);
+}
+
+static int run_spectrum(int rank, int size, int argc, char **argv) {
+    spectrum_args a;
+    quiet q = quiet_begin(rank);
+    int code = spectrum_parse_args(argc, argv, "slidepipe-mpi", &a);
+    quiet_end(q);
+    if (code >= 0) {
+        spectrum_args_free(&a);
+        return code;
+    }
+    int status = -1;
+    bool usage;
+    if (rank == 0 && !spectrum_load_list(&a, "slidepipe-mpi", &usage)) {
+        status = usage ? CLI_USAGE_ERROR : CLI_RUNTIME_ERROR;
+    }
+    code = share_verdict(rank, status, &a.slides, &a.n_slides);
+    if (code >= 0) {
+        spectrum_args_free(&a);
+        return code;
+    }
+    note_rank(rank, size);
     sp_spectrum_options *options = spectrum_options(&a);
     if (options == NULL) {
         MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
     }
-    spectrum_result *results = NULL;
+    spectrum_job ctx = {&a, options};
+    mpi_job job = {a.n_slides, sizeof(spectrum_result), spectrum_job_run, spectrum_job_report,
+                   &ctx};
+    char *results = run_job(rank, size, &job);
     if (rank == 0) {
-        results = calloc((size_t)a.n_slides, sizeof *results);
-        if (results == NULL) {
-            cli_fail("out of memory");
-            MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
-        }
-        if (size == 1) {
-            bool tty = isatty(STDERR_FILENO);
-            for (int64_t i = 0; i < a.n_slides; i++) {
-                spectrum_run_slide(a.slides[i], options, i, a.n_slides, tty, &results[i]);
-                spectrum_report_slide(&a, a.slides[i], &results[i]);
-            }
-        } else {
-            coordinate(size, &a, options, results);
-        }
-        code = spectrum_finish(&a, results);
-    } else {
-        work(&a, options);
+        code = spectrum_finish(&a, (const spectrum_result *)results);
     }
     MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(results);
     sp_spectrum_options_destroy(options);
     spectrum_args_free(&a);
     return code;
+}
+
+/* ---- convert ---- */
+
+typedef struct convert_job {
+    const convert_args *a;
+    const sp_convert_options *options;
+} convert_job;
+
+static void convert_job_run(void *ctx, int64_t i, bool show_progress, void *result) {
+    const convert_job *j = ctx;
+    convert_run_slide(j->a, j->options, i, show_progress, result);
+}
+
+static void convert_job_report(void *ctx, int64_t i, const void *result) {
+    const convert_job *j = ctx;
+    convert_report_slide(j->a, i, result);
+}
+
+static int run_convert(int rank, int size, int argc, char **argv) {
+    convert_args a;
+    quiet q = quiet_begin(rank);
+    int code = convert_parse_args(argc, argv, "slidepipe-mpi", &a);
+    quiet_end(q);
+    if (code < 0 && !a.cohort) {
+        code = rank == 0 ? cli_usage_error(USAGE, "slidepipe-mpi converts a cohort: give "
+                                                  "--out-dir (and slides or --list)")
+                         : CLI_USAGE_ERROR;
+    }
+    if (code >= 0) {
+        convert_args_free(&a);
+        return code;
+    }
+    int status = -1;
+    bool usage;
+    if (rank == 0 && !convert_load_list(&a, "slidepipe-mpi", &usage)) {
+        status = usage ? CLI_USAGE_ERROR : CLI_RUNTIME_ERROR;
+    }
+    code = share_verdict(rank, status, &a.slides, &a.n_slides);
+    if (code < 0 && rank != 0) {
+        /* Name the stores from the shared list, as rank 0 did (it checked them already). */
+        a.list_path = NULL;
+        q = quiet_begin(rank);
+        code = convert_load_list(&a, "slidepipe-mpi", &usage) ? -1 : CLI_RUNTIME_ERROR;
+        quiet_end(q);
+    }
+    if (code >= 0) {
+        MPI_Abort(MPI_COMM_WORLD, code); /* only when out of memory: the ranks disagree */
+    }
+    note_rank(rank, size);
+    sp_convert_options *options = convert_options(&a);
+    if (options == NULL) {
+        MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR);
+    }
+    convert_job ctx = {&a, options};
+    mpi_job job = {a.n_slides, sizeof(convert_result), convert_job_run, convert_job_report, &ctx};
+    char *results = run_job(rank, size, &job);
+    if (rank == 0) {
+        code = convert_finish(&a, (const convert_result *)results);
+    }
+    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(results);
+    sp_convert_options_destroy(options);
+    convert_args_free(&a);
+    return code;
+}
+
+/* Everything after MPI_Init; returns the exit code, the same on every rank. */
+static int run(int rank, int size, int argc, char **argv) {
+    const char *cmd = argc >= 2 ? argv[1] : "";
+    if (strcmp(cmd, "spectrum") == 0) {
+        return run_spectrum(rank, size, argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "convert") == 0) {
+        return run_convert(rank, size, argc - 1, argv + 1);
+    }
+    bool help = strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0;
+    if (rank == 0) {
+        if (help) {
+            fputs(USAGE, stdout);
+        } else {
+            fprintf(stderr, "slidepipe: %s\n%s",
+                    argc < 2 ? "no command given" : "the commands are 'spectrum' and 'convert'",
+                    USAGE);
+        }
+    }
+    return help ? CLI_OK : CLI_USAGE_ERROR;
 }
 
 int main(int argc, char **argv) {

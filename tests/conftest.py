@@ -19,6 +19,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -398,6 +399,36 @@ def slidepipe_bin() -> Path:
             "(build it with `make`, or set SLIDEPIPE_BIN)"
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def mpi_run(slidepipe_bin):
+    """mpi_run(ranks, args) -> CompletedProcess of `mpirun -n RANKS slidepipe-mpi ARGS...`, the
+    runner beside the slidepipe binary under test. Skips, saying why, when mpirun or the runner
+    is missing."""
+    mpirun = shutil.which("mpirun")
+    runner = slidepipe_bin.parent / "slidepipe-mpi"
+    why = ("mpirun not found (apt-get install openmpi-bin)" if mpirun is None
+           else None if runner.is_file()
+           else f"{runner} was not built (MPI C library not found by CMake)")
+    env = dict(os.environ)
+    if os.environ.get("SLIDEPIPE_SANITIZED"):
+        # Open MPI's own allocations outlive MPI_Finalize; LeakSanitizer would report them.
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+
+    def go(ranks: int, args) -> subprocess.CompletedProcess:
+        if why is not None:
+            print(why)
+            pytest.skip(why)
+        cmd = [mpirun, "-n", str(ranks), "--oversubscribe"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")  # containers run tests as root; Open MPI refuses else
+        proc = subprocess.run([*cmd, str(runner), *map(str, args)], capture_output=True, text=True,
+                              timeout=300, env=env, stdin=subprocess.DEVNULL)
+        assert "AddressSanitizer" not in proc.stderr and "runtime error:" not in proc.stderr
+        return proc
+
+    return go
 
 
 @pytest.fixture(scope="session")

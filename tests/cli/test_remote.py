@@ -612,3 +612,15 @@ def test_write_errors_to_remote_stores(sp, run, s3, nginx):
     assert not s3_keys(s3_client(s3), "written/denied.zarr/")
     proc = run(["convert", TESTDATA / STORE_SLIDE, f"{nginx['url']}/scratch/out.zarr"])
     assert proc.returncode == 1 and "read-only" in proc.stderr, proc.stderr
+
+
+def test_cohort_to_s3_equals_local(sp, run, s3, tmp_path):
+    slides = [TESTDATA / STORE_SLIDE, TESTDATA / "generic-tiff/boxes.tiff"]
+    local = json.loads(run(["convert", *slides, "--out-dir", tmp_path, "--json"]).stdout)
+    proc = run_env(sp, ["convert", *slides, "--out-dir", "s3://slides/cohort", "--json"], s3)
+    assert proc.returncode == 0, proc.stderr
+    remote = json.loads(proc.stdout)
+    assert [s["out"] for s in remote["slides"]] == ["s3://slides/cohort/CMU-1-Small-Region.zarr",
+                                                    "s3://slides/cohort/boxes.zarr"]
+    assert [s["dataset_hash"] for s in remote["slides"]] == [s["dataset_hash"] for s in local["slides"]]
+    assert [s["levels"] for s in remote["slides"]] == [s["levels"] for s in local["slides"]]

@@ -23,9 +23,6 @@ pixels are used too, as py_spectrum reads them.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -209,27 +206,9 @@ def test_unwritable_json_is_a_runtime_error(run, testdata):
     assert "slidepipe: cannot" in proc.stderr
 
 
-def mpi_command(slidepipe_bin: Path, ranks: int) -> list[str]:
-    mpirun = shutil.which("mpirun")
-    runner = slidepipe_bin.parent / "slidepipe-mpi"
-    if mpirun is None:
-        msg = "mpirun not found (apt-get install openmpi-bin)"
-        print(msg)
-        pytest.skip(msg)
-    if not runner.is_file():
-        msg = f"{runner} was not built (MPI C library not found by CMake)"
-        print(msg)
-        pytest.skip(msg)
-    cmd = [mpirun, "-n", str(ranks), "--oversubscribe"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")  # containers run tests as root; Open MPI refuses else
-    return [*cmd, str(runner)]
-
-
 @pytest.mark.parametrize("ranks", [3, 1])
-def test_mpi_equals_single_process(ranks, run, slidepipe_bin, testdata, tmp_path):
+def test_mpi_equals_single_process(ranks, run, mpi_run, testdata, tmp_path):
     """Three ranks (rank 0 hands out slides and computes too), and one rank alone."""
-    cmd = mpi_command(slidepipe_bin, ranks)
     slides = [
         testdata / "aperio/CMU-1-Small-Region.svs",
         testdata / "robustness/broken.svs",
@@ -241,21 +220,9 @@ def test_mpi_equals_single_process(ranks, run, slidepipe_bin, testdata, tmp_path
     lst.write_text("".join(f"{s}\n" for s in slides))
     opts = ["--level", "0", "--patch", "128", "--block", "512", "--threads", "1"]
     single = spectrum_json(run, ["--list", lst, *opts], tmp_path, "single.json", expect=3)
-    env = dict(os.environ)
-    if os.environ.get("SLIDEPIPE_SANITIZED"):
-        # Open MPI's own allocations outlive MPI_Finalize; LeakSanitizer would report them.
-        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
     out = tmp_path / "mpi.json"
-    proc = subprocess.run(
-        [*cmd, "spectrum", "--list", str(lst), "--json", str(out), *opts],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = mpi_run(ranks, ["spectrum", "--list", lst, "--json", out, *opts])
     assert proc.returncode == 3, proc.stderr[-3000:]
-    assert "AddressSanitizer" not in proc.stderr and "runtime error:" not in proc.stderr
     assert f"slidepipe: {slides[1]}" in proc.stderr
     doc = json.loads(out.read_text())
     assert set(doc["slides"][1]) == {"path", "error"}
