@@ -91,6 +91,10 @@ typedef struct cli_progress {
 /* An sp_progress_fn; `user` is a cli_progress. */
 void cli_progress_show(void *user, int64_t done, int64_t total);
 
+/* The exit code of a run over many slides: 0 when none failed, else 3 after "slidepipe: N of M
+ * slides failed" on stderr. */
+int cli_batch_status(int64_t failed, int64_t total);
+
 /* Subcommands: each takes argv from its own name on. */
 int cmd_info(int argc, char **argv);
 int cmd_region(int argc, char **argv);

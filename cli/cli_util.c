@@ -284,3 +284,12 @@ int cli_parse_max_side(const char *usage, const char *text, int64_t *out) {
     }
     return CLI_OK;
 }
+
+int cli_batch_status(int64_t failed, int64_t total) {
+    if (failed > 0) {
+        fprintf(stderr, "slidepipe: %lld of %lld slides failed\n", (long long)failed,
+                (long long)total);
+        return CLI_PARTIAL_FAILURE;
+    }
+    return CLI_OK;
+}

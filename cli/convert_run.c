@@ -329,10 +329,5 @@ int convert_finish(const convert_args *a, const convert_result *results) {
     if (a->json && print_cohort_json(a, results, failed) != CLI_OK) {
         return CLI_RUNTIME_ERROR;
     }
-    if (failed > 0) {
-        fprintf(stderr, "slidepipe: %lld of %lld slides failed\n", (long long)failed,
-                (long long)a->n_slides);
-        return CLI_PARTIAL_FAILURE;
-    }
-    return CLI_OK;
+    return cli_batch_status(failed, a->n_slides);
 }

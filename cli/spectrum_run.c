@@ -327,10 +327,5 @@ int spectrum_finish(const spectrum_args *a, const spectrum_result *results) {
     if (!ok) {
         return CLI_RUNTIME_ERROR;
     }
-    if (failed > 0) {
-        fprintf(stderr, "slidepipe: %lld of %lld slides failed\n", (long long)failed,
-                (long long)a->n_slides);
-        return CLI_PARTIAL_FAILURE;
-    }
-    return CLI_OK;
+    return cli_batch_status(failed, a->n_slides);
 }
