@@ -16,8 +16,8 @@
  *
  * Metadata parsing is in zarr_meta.c; here are the files: every read goes through a byte source
  * opened per chunk file (io/store.h, which tells a missing file from a failing one alike on disk
- * and remotely), and nothing mutable is kept after open, so tiles can be read from any number of
- * threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
+ * and remotely), or per shard, kept open in the process's shard table (zarr_shards.c). Nothing
+ * else mutable is kept after open, so tiles can be read from any number of threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
  * the source slide's properties and associated images, and the completion marker of a converted
  * store gives "slidepipe.dataset-hash".
  */
@@ -30,6 +30,7 @@
 #include "core/strings.h"
 #include "formats/format.h"
 #include "formats/zarr_meta.h"
+#include "formats/zarr_shards.h"
 #include "io/store.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
@@ -283,6 +284,7 @@ static sp_status load_array(const sp_slide *s, const char *group_dir, const char
             wrap(err, &local, where);
         }
     }
+
     free(text);
     if (st != SP_OK) {
         free_array(a);
@@ -341,55 +343,46 @@ static sp_status assign_axes(const sp_slide *s, zarr_array *a, int ndim, const s
 
 /* ---- reading chunks ---- */
 
-/* The shard a read is in, kept while consecutive chunks come from it. */
-typedef struct shard_cache {
-    char *path;
-    sp_source *src; /* NULL when the shard file does not exist */
-    uint8_t *index;
-} shard_cache;
-
-static void shard_cache_clear(shard_cache *c) {
-    free(c->path);
-    sp_source_close(c->src);
-    free(c->index);
-    memset(c, 0, sizeof *c);
-}
-
-/* Make `path` (taken over) the cached shard, reading and checking its index. */
-static sp_status shard_open(const sp_slide *s, const zarr_array *a, const char *where,
-                            shard_cache *c, char *path, sp_err *err) {
-    if (c->path != NULL && strcmp(c->path, path) == 0) {
+/* The shard at `path` (taken over), borrowed from the process's table (zarr_shards.h): opened and
+ * its index read and checked on first use. *shard stays NULL when the shard does not exist. */
+static sp_status shard_open(const sp_slide *s, const zarr_array *a, const char *where, char *path,
+                            zarr_shard **shard, sp_err *err) {
+    *shard = zarr_shards_get(s->cache_id, path);
+    if (*shard != NULL) {
         free(path);
         return SP_OK;
     }
-    shard_cache_clear(c);
-    c->path = path;
+    sp_source *src = NULL;
     bool missing;
-    sp_status st = open_data_file(path, 0, &c->src, &missing, err);
+    sp_status st = open_data_file(path, 0, &src, &missing, err);
     if (st != SP_OK || missing) {
+        free(path);
         return st;
     }
     const sp_zarr_array_meta *m = &a->m;
-    uint64_t size = sp_source_size(c->src), need = sp_zarr_shard_index_bytes(m);
+    uint64_t size = sp_source_size(src), need = sp_zarr_shard_index_bytes(m);
+    uint8_t *index = NULL;
     sp_err local = {0};
     if (size < need) {
         st = sp_err_set(&local, SP_E_CORRUPT, "the shard is %llu bytes, too small for its index",
                         (unsigned long long)size);
     } else {
-        st = sp_alloc(&s->limits, need, "shard index", (void **)&c->index, &local);
+        st = sp_alloc(&s->limits, need, "shard index", (void **)&index, &local);
     }
     if (st == SP_OK) {
-        st = sp_source_read(c->src, m->index_at_start ? 0 : size - need, c->index, (size_t)need,
-                            &local);
+        st = sp_source_read(src, m->index_at_start ? 0 : size - need, index, (size_t)need, &local);
     }
     if (st == SP_OK) {
-        st = sp_zarr_shard_index_check(m, c->index, (size_t)need, size, &local);
+        st = sp_zarr_shard_index_check(m, index, (size_t)need, size, &local);
     }
     if (st != SP_OK) {
-        shard_cache_clear(c);
+        free(path);
+        sp_source_close(src);
+        free(index);
         return wrap(err, &local, where);
     }
-    return SP_OK;
+    *shard = zarr_shards_put(s->cache_id, path, src, index);
+    return *shard != NULL ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
 }
 
 static void fill_chunk(const sp_zarr_array_meta *m, uint8_t *chunk) {
@@ -448,7 +441,7 @@ static sp_status read_range(const sp_slide *s, sp_source *src, uint64_t offset, 
 
 /* Decode the chunk at chunk-grid position `index` into `chunk` (chunk_bytes), or fill it. */
 static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_t *index,
-                            uint8_t *chunk, shard_cache *cache, sp_err *err) {
+                            uint8_t *chunk, sp_err *err) {
     const sp_zarr_array_meta *m = &a->m;
     int64_t file_index[SP_ZARR_MAX_DIMS];
     uint64_t which = 0; /* the inner chunk's position in its shard, C order */
@@ -480,14 +473,16 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
         }
         sp_source_close(src);
     } else {
-        st = shard_open(s, a, where, cache, path, err);
-        missing = st == SP_OK && cache->src == NULL;
+        zarr_shard *shard = NULL;
+        st = shard_open(s, a, where, path, &shard, err);
+        missing = st == SP_OK && shard == NULL;
         if (st == SP_OK && !missing) {
+            sp_source *src = zarr_shard_source(shard);
             sp_err local = {0};
             uint64_t offset;
             bool present;
-            st = sp_zarr_shard_entry(m, cache->index, sp_source_size(cache->src), which, &present,
-                                     &offset, &n, &local);
+            st = sp_zarr_shard_entry(m, zarr_shard_index(shard), sp_source_size(src), which,
+                                     &present, &offset, &n, &local);
             if (st != SP_OK) {
                 wrap(err, &local, where);
             } else if (!present) {
@@ -496,8 +491,11 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
                 size_t at = strlen(where);
                 snprintf(where + at, sizeof where - at, " (inner chunk %llu)",
                          (unsigned long long)which);
-                st = read_range(s, cache->src, offset, n, where, &bytes, err);
+                st = read_range(s, src, offset, n, where, &bytes, err);
             }
+        }
+        if (shard != NULL) {
+            zarr_shards_release(shard);
         }
     }
     if (st == SP_OK) {
@@ -618,7 +616,6 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
     }
     uint8_t *chunk = NULL;
     sp_status st = sp_alloc(&s->limits, m->chunk_bytes, "Zarr chunk", (void **)&chunk, err);
-    shard_cache cache = {0};
     int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
     int64_t cc = a->dim_c >= 0 ? m->chunk[a->dim_c] : 1;
     int64_t c_chunks = (a->channels + cc - 1) / cc;
@@ -631,14 +628,13 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
                 if (a->dim_c >= 0) {
                     index[a->dim_c] = kc;
                 }
-                st = load_chunk(s, a, index, chunk, &cache, err);
+                st = load_chunk(s, a, index, chunk, err);
                 if (st == SP_OK) {
                     paint_chunk(a, chunk, gy, gx, kc, x0, y0, w, h, out, stride);
                 }
             }
         }
     }
-    shard_cache_clear(&cache);
     free(chunk);
     return st;
 }
@@ -666,6 +662,7 @@ static sp_status zarr_read_associated(sp_slide *s, const sp_associated *image, u
 }
 
 static void zarr_destroy(sp_slide *s) {
+    zarr_shards_drop(s->cache_id);
     zarr_slide *z = s->priv;
     if (z == NULL) {
         return;
