@@ -15,25 +15,16 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "slidepipe.h"
+#include "_core.h"
 
 static PyObject *core_error; /* slidepipe.SlidepipeError */
-
-typedef struct {
-    PyObject ob_base;
-    sp_slide *slide;
-    Py_ssize_t readers; /* reads in flight with the GIL released */
-} core_slide;
-
-static PyTypeObject core_slide_type;
 
 /* Decode bytes that may come from a file: what is not UTF-8 becomes U+FFFD. */
 static PyObject *text(const char *s) {
     return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
 }
 
-/* Raise SlidepipeError(message) with .code (the sp_status) and .status (its name); NULL. */
-static PyObject *raise_status(sp_status st, const char *message) {
+PyObject *raise_status(sp_status st, const char *message) {
     PyObject *msg = text(message != NULL && message[0] != '\0' ? message : sp_status_str(st));
     PyObject *exc = msg != NULL ? PyObject_CallOneArg(core_error, msg) : NULL;
     PyObject *code = PyLong_FromLong(st);
@@ -56,7 +47,7 @@ static PyObject *raise_slide(const core_slide *s, sp_status st) {
     return raise_status(st, msg);
 }
 
-static int check_open(const core_slide *s) {
+int check_open(const core_slide *s) {
     if (s->slide == NULL) {
         PyErr_SetString(PyExc_ValueError, "the slide is closed");
         return -1;
@@ -366,7 +357,7 @@ static PyMethodDef slide_methods[] = {
 
 /* (clang-format would join the head macro, which ends in a comma, to the next line.) */
 // clang-format off
-static PyTypeObject core_slide_type = {
+PyTypeObject core_slide_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "slidepipe._core.Slide",
     .tp_basicsize = sizeof(core_slide),
@@ -660,7 +651,9 @@ PyMODINIT_FUNC PyInit__core(void) {
         "A slidepipe call failed: .code is the library's status code, .status its name.", NULL,
         NULL);
     Py_XINCREF(&core_slide_type);
-    if (core_error == NULL || PyModule_AddObject(m, "Error", core_error) != 0 ||
+    if (core_error == NULL || PyModule_AddFunctions(m, store_methods) != 0 ||
+        add_store_constants(m) != 0 ||
+        PyModule_AddObject(m, "Error", core_error) != 0 ||
         PyModule_AddObject(m, "Slide", (PyObject *)&core_slide_type) != 0 ||
         PyModule_AddStringConstant(m, "version", sp_version()) != 0) {
         Py_DECREF(m);
