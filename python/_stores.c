@@ -61,12 +61,56 @@ static int apply_options(PyObject *pairs, void *options,
     return rc;
 }
 
+/* What convert and process differ in: their options object and the call that writes. */
+typedef struct store_job {
+    void *options;
+    sp_status (*set)(void *options, int option, int64_t value);
+    sp_status (*write)(const struct store_job *job, sp_slide *slide, const char *out,
+                       progress_ctx *p, char *hash, char *err, size_t err_len);
+    const char *op; /* process only */
+} store_job;
+
 static sp_status set_convert(void *o, int option, int64_t value) {
     return sp_convert_options_set(o, (sp_convert_option)option, value);
 }
 
 static sp_status set_process(void *o, int option, int64_t value) {
     return sp_process_options_set(o, (sp_process_option)option, value);
+}
+
+static sp_status write_convert(const store_job *job, sp_slide *slide, const char *out,
+                               progress_ctx *p, char *hash, char *err, size_t err_len) {
+    return sp_convert_to_zarr(slide, out, job->options, p->callable ? call_progress : NULL, p, hash,
+                              err, err_len);
+}
+
+static sp_status write_process(const store_job *job, sp_slide *slide, const char *out,
+                               progress_ctx *p, char *hash, char *err, size_t err_len) {
+    return sp_process_to_zarr(slide, job->op, out, job->options, p->callable ? call_progress : NULL,
+                              p, hash, err, err_len);
+}
+
+/* Apply the options and run the job on an open slide with the GIL released; the dataset hash.
+ * Takes `out_obj` (bytes). */
+static PyObject *run_store_job(PyObject *slide_obj, PyObject *out_obj, PyObject *pairs,
+                               PyObject *callable, const store_job *job) {
+    core_slide *s = (core_slide *)slide_obj;
+    if (check_open(s) != 0 || apply_options(pairs, job->options, job->set) != 0) {
+        Py_DECREF(out_obj);
+        return NULL;
+    }
+    progress_ctx p = {.callable = callable != Py_None ? callable : NULL};
+    char hash[65] = "", err[1024] = "";
+    s->readers++;
+    PyThreadState *ts = PyEval_SaveThread();
+    sp_status st = job->write(job, s->slide, PyBytes_AS_STRING(out_obj), &p, hash, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    s->readers--;
+    Py_DECREF(out_obj);
+    if (progress_raised(&p) != 0) {
+        return NULL;
+    }
+    return st == SP_OK ? PyUnicode_FromString(hash) : raise_status(st, err);
 }
 
 /* convert(slide, out, options, progress) -> dataset hash */
@@ -76,31 +120,15 @@ static PyObject *core_convert(PyObject *module, PyObject *args) {
                           &out_obj, &pairs, &callable)) {
         return NULL;
     }
-    core_slide *s = (core_slide *)slide_obj;
     sp_convert_options *options = NULL;
-    if (check_open(s) != 0 || sp_convert_options_create(&options) != SP_OK ||
-        apply_options(pairs, options, set_convert) != 0) {
-        if (options == NULL && !PyErr_Occurred()) {
-            PyErr_NoMemory();
-        }
-        sp_convert_options_destroy(options);
+    if (sp_convert_options_create(&options) != SP_OK) {
         Py_DECREF(out_obj);
-        return NULL;
+        return PyErr_NoMemory();
     }
-    progress_ctx p = {.callable = callable != Py_None ? callable : NULL};
-    char hash[65] = "", err[1024] = "";
-    s->readers++;
-    PyThreadState *ts = PyEval_SaveThread();
-    sp_status st = sp_convert_to_zarr(s->slide, PyBytes_AS_STRING(out_obj), options,
-                                      p.callable ? call_progress : NULL, &p, hash, err, sizeof err);
-    PyEval_RestoreThread(ts);
-    s->readers--;
+    store_job job = {options, set_convert, write_convert, NULL};
+    PyObject *r = run_store_job(slide_obj, out_obj, pairs, callable, &job);
     sp_convert_options_destroy(options);
-    Py_DECREF(out_obj);
-    if (progress_raised(&p) != 0) {
-        return NULL;
-    }
-    return st == SP_OK ? PyUnicode_FromString(hash) : raise_status(st, err);
+    return r;
 }
 
 /* process(slide, out, op, options, progress) -> dataset hash */
@@ -111,31 +139,15 @@ static PyObject *core_process(PyObject *module, PyObject *args) {
                           &out_obj, &op, &pairs, &callable)) {
         return NULL;
     }
-    core_slide *s = (core_slide *)slide_obj;
     sp_process_options *options = NULL;
-    if (check_open(s) != 0 || sp_process_options_create(&options) != SP_OK ||
-        apply_options(pairs, options, set_process) != 0) {
-        if (options == NULL && !PyErr_Occurred()) {
-            PyErr_NoMemory();
-        }
-        sp_process_options_destroy(options);
+    if (sp_process_options_create(&options) != SP_OK) {
         Py_DECREF(out_obj);
-        return NULL;
+        return PyErr_NoMemory();
     }
-    progress_ctx p = {.callable = callable != Py_None ? callable : NULL};
-    char hash[65] = "", err[1024] = "";
-    s->readers++;
-    PyThreadState *ts = PyEval_SaveThread();
-    sp_status st = sp_process_to_zarr(s->slide, op, PyBytes_AS_STRING(out_obj), options,
-                                      p.callable ? call_progress : NULL, &p, hash, err, sizeof err);
-    PyEval_RestoreThread(ts);
-    s->readers--;
+    store_job job = {options, set_process, write_process, op};
+    PyObject *r = run_store_job(slide_obj, out_obj, pairs, callable, &job);
     sp_process_options_destroy(options);
-    Py_DECREF(out_obj);
-    if (progress_raised(&p) != 0) {
-        return NULL;
-    }
-    return st == SP_OK ? PyUnicode_FromString(hash) : raise_status(st, err);
+    return r;
 }
 
 /* The problems sp_zarr_verify reports, gathered without the GIL. */
