@@ -66,10 +66,6 @@ static char *strip_slashes(const char *path) {
     return p;
 }
 
-static bool is_file(const char *dir, const char *name) {
-    return sp_store_has_file(dir, name);
-}
-
 /* Open a chunk or shard file; a file that does not exist is *missing, not an error. A remote
  * chunk file is fetched whole by the opening request: it is at most about `expected` bytes. */
 static sp_status open_data_file(const char *path, uint64_t expected, sp_source **src, bool *missing,
@@ -159,7 +155,7 @@ static bool zarr_detect(const sp_probe *p) {
     /* Any Zarr node is claimed, so that a plain group or array gets a message saying what is
      * missing rather than "not a slide". */
     bool yes = dir != NULL &&
-               (is_file(dir, "zarr.json") || is_file(dir, ".zgroup") || is_file(dir, ".zarray"));
+               (sp_store_has_file(dir, "zarr.json") || sp_store_has_file(dir, ".zgroup") || sp_store_has_file(dir, ".zarray"));
     free(dir);
     return yes;
 }
@@ -174,7 +170,7 @@ static sp_status read_group(const sp_slide *s, const char *dir, const char *labe
     bool missing = false;
     sp_status st = read_metadata(s, dir, label, name, &text, &len, &missing, err);
     if (st == SP_OK && missing) {
-        if (is_file(dir, ".zgroup")) {
+        if (sp_store_has_file(dir, ".zgroup")) {
             name = ".zattrs";
             format = 2;
             st = read_metadata(s, dir, label, name, &text, &len, &missing, err);
@@ -183,7 +179,7 @@ static sp_status read_group(const sp_slide *s, const char *dir, const char *labe
                                   "not a recognised slide: a Zarr v2 group without attributes "
                                   "(.zattrs), so without OME-NGFF \"multiscales\" metadata");
             }
-        } else if (is_file(dir, ".zarray")) {
+        } else if (sp_store_has_file(dir, ".zarray")) {
             return sp_err_set(err, SP_E_NOT_A_SLIDE,
                               "not a recognised slide: a Zarr array, not an OME-Zarr image group "
                               "(open the group that holds it)");

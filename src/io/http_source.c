@@ -573,12 +573,15 @@ bool sp_path_is_remote(const char *path) {
                             strncmp(path, "s3://", 5) == 0);
 }
 
-sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err) {
+sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out,
+                                sp_err *err) {
     if (strncmp(path, "s3://", 5) == 0) {
-        return sp_source_open_s3(path, 0, out, err);
+        return sp_source_open_s3(path, head_len, out, err);
     }
-    if (sp_path_is_remote(path)) {
-        return sp_source_open_http(path, NULL, NULL, 0, out, err);
-    }
-    return sp_source_open_file(path, out, err);
+    return sp_source_open_http(path, NULL, NULL, head_len, out, err);
+}
+
+sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err) {
+    return sp_path_is_remote(path) ? sp_source_open_remote(path, 0, out, err)
+                                   : sp_source_open_file(path, out, err);
 }

@@ -72,6 +72,10 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
  * sp_source_open_http. */
 sp_status sp_source_open_s3(const char *uri, size_t head_len, sp_source **out, sp_err *err);
 
+/* An http(s):// URL or s3:// URI to its source; head_len as for sp_source_open_http. */
+sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out,
+                                sp_err *err);
+
 /* A path, http(s):// URL or s3:// URI, each to its source. */
 sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err);
 

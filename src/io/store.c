@@ -15,20 +15,13 @@ bool sp_store_is_remote(const char *path) {
     return sp_path_is_remote(path);
 }
 
-static sp_status open_remote(const char *path, size_t expected_len, sp_source **out, sp_err *err) {
-    if (strncmp(path, "s3://", 5) == 0) {
-        return sp_source_open_s3(path, expected_len, out, err);
-    }
-    return sp_source_open_http(path, NULL, NULL, expected_len, out, err);
-}
-
 sp_status sp_store_open(const char *path, size_t expected_len, sp_source **out, bool *missing,
                         sp_err *err) {
     *out = NULL;
     *missing = false;
     sp_err local = {0};
     if (sp_store_is_remote(path)) {
-        sp_status st = open_remote(path, expected_len, out, &local);
+        sp_status st = sp_source_open_remote(path, expected_len, out, &local);
         if (st == SP_E_NOT_FOUND) {
             *missing = true;
             return SP_OK;
@@ -55,7 +48,7 @@ bool sp_store_has_file(const char *dir, const char *name) {
     if (sp_store_is_remote(path)) {
         sp_source *src = NULL;
         sp_err ignored = {0};
-        yes = open_remote(path, 0, &src, &ignored) == SP_OK;
+        yes = sp_source_open_remote(path, 0, &src, &ignored) == SP_OK;
         sp_source_close(src);
     } else {
         struct stat info;

@@ -272,17 +272,6 @@ done:
     return st;
 }
 
-sp_status sp_sha256_file(const char *path, char *out, sp_err *err) {
-    out[0] = '\0';
-    sp_source *src = NULL;
-    sp_status st = sp_source_open_file(path, &src, err);
-    if (st == SP_OK) {
-        st = sp_sha256_source(src, out, err);
-    }
-    sp_source_close(src);
-    return st;
-}
-
 /* ---- paths and files ------------------------------------------------------------------------ */
 
 /* A relative path inside the store: no leading '/', no empty, "." or ".." component, no control

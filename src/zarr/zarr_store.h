@@ -70,7 +70,4 @@ void sp_sha256_hex(const void *data, size_t len, char *out);
 /* Hex SHA-256 of a source's bytes, read in blocks of 1 MiB (out: 65 bytes, "" on failure). */
 sp_status sp_sha256_source(sp_source *src, char *out, sp_err *err);
 
-/* The same for a local file. SP_E_IO when it cannot be opened or read. */
-sp_status sp_sha256_file(const char *path, char *out, sp_err *err);
-
 #endif
