@@ -153,6 +153,27 @@ static sp_status decode_whole(const paint_job *j, int64_t col, int64_t row, sp_c
                                      SP_PIXEL_RGBA8, px, j->tile_w * 4, transparent, err);
 }
 
+/* Tell the format which tiles come next when its data is remote: from the k-th of the request's
+ * `total` tiles on (row-major, `cols` a row, from (col0, row0)), up to SP_PREFETCH_TILES that are
+ * not cached. Returns the index of the first tile not looked at. */
+static int64_t announce(const paint_job *j, int64_t col0, int64_t row0, int64_t cols,
+                        int64_t total, int64_t k) {
+    sp_tile_pos tiles[SP_PREFETCH_TILES];
+    size_t n = 0;
+    bool caching = sp_tile_cache_enabled();
+    for (; k < total && n < SP_PREFETCH_TILES; k++) {
+        sp_tile_pos p = {col0 + k % cols, row0 + k / cols};
+        sp_tile_key key = {j->s->cache_id, j->level, j->scale, p.col, p.row};
+        if (!caching || !sp_tile_cache_holds(&key)) {
+            tiles[n++] = p;
+        }
+    }
+    if (n >= 2) {
+        j->s->ops->prefetch(j->s, j->l, tiles, n);
+    }
+    return k;
+}
+
 /* Paint every tile the request touches. Per tile (docs/reading.md, "Tile cache"): a cached tile
  * is copied out; otherwise, when the format can decode part of the tile straight into the
  * caller's rows and the tile has not been asked for recently, only the part needed is decoded
@@ -184,9 +205,17 @@ static sp_status paint(const paint_job *j, sp_err *err) {
         (scales & j->scale) != 0 && (j->fmt == SP_PIXEL_RGBA8 || (scales & SP_AREA_OPAQUE) != 0);
     bool caching = sp_tile_cache_enabled();
     sp_cached_tile *scratch = NULL; /* reused for whole decodes when nothing is cached */
+    int64_t col0 = x0 / j->tile_w, row0 = y0 / j->tile_h;
+    int64_t cols = (x1 - 1) / j->tile_w - col0 + 1, rows = (y1 - 1) / j->tile_h - row0 + 1;
+    bool prefetching = s->prefetch && s->ops->prefetch != NULL && cols * rows >= 2;
+    int64_t announced = 0; /* tiles before this index have been announced */
     sp_status st = SP_OK;
-    for (int64_t row = y0 / j->tile_h; st == SP_OK && row * j->tile_h < y1; row++) {
-        for (int64_t col = x0 / j->tile_w; st == SP_OK && col * j->tile_w < x1; col++) {
+    for (int64_t row = row0; st == SP_OK && row * j->tile_h < y1; row++) {
+        for (int64_t col = col0; st == SP_OK && col * j->tile_w < x1; col++) {
+            int64_t k = (row - row0) * cols + (col - col0);
+            if (prefetching && k == announced) {
+                announced = announce(j, col0, row0, cols, cols * rows, k);
+            }
             int64_t tx = col * j->tile_w, ty = row * j->tile_h;
             int64_t cx0 = tx > x0 ? tx : x0, cy0 = ty > y0 ? ty : y0;
             int64_t cx1 = tx + j->tile_w < x1 ? tx + j->tile_w : x1;

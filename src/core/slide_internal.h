@@ -32,6 +32,10 @@ typedef struct sp_associated {
     const void *priv;
 } sp_associated;
 
+typedef struct sp_tile_pos {
+    int64_t col, row;
+} sp_tile_pos;
+
 typedef struct sp_slide_ops {
     /* Decode tile (col, row) of `level` into `rgba` (tile_width x tile_height straight RGBA8,
      * rows of `stride` bytes). A missing tile is all zero. Must be thread-safe. */
@@ -56,7 +60,14 @@ typedef struct sp_slide_ops {
                                 unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
                                 sp_pixel_format format, uint8_t *dst, int64_t stride,
                                 const uint8_t *empty, sp_err *err);
+    /* Optional: the tiles that the region painter will read next, for a format whose data is
+     * remote to pass their byte ranges to sp_source_prefetch (called only when the slide's
+     * `prefetch` is set). Advice: it reports nothing. */
+    void (*prefetch)(sp_slide *slide, const sp_level *level, const sp_tile_pos *tiles, size_t n);
 } sp_slide_ops;
+
+/* The most tiles the painter announces at once. */
+#define SP_PREFETCH_TILES 16
 
 #define SP_AREA_OPAQUE 0x100u
 
@@ -68,6 +79,7 @@ struct sp_slide {
     const sp_slide_ops *ops;
     void *priv;
     uint64_t cache_id;     /* this open's key in the process-wide tile cache */
+    bool prefetch;         /* announce tiles to ops->prefetch before reading them (remote data) */
 
     int32_t n_levels;
     sp_level *levels;

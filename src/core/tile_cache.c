@@ -168,6 +168,21 @@ static void release_chain(sp_cached_tile *t) {
     }
 }
 
+bool sp_tile_cache_holds(const sp_tile_key *key) {
+    cache *c = get_cache();
+    uint64_t h = key_hash(key);
+    shard *s = shard_of(c, h);
+    bool found = false;
+    pthread_mutex_lock(&s->lock);
+    if (s->n_buckets > 0) {
+        for (sp_cached_tile *t = *bucket_of(s, h); t != NULL && !found; t = t->chain) {
+            found = t->hash == h && key_equal(&t->key, key);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
 sp_cached_tile *sp_tile_cache_get(const sp_tile_key *key) {
     cache *c = get_cache();
     uint64_t h = key_hash(key);

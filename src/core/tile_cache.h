@@ -42,6 +42,9 @@ bool sp_tile_cache_enabled(void);
 /* The entry for `key`, held (release it), or NULL on a miss. Counts a hit or a miss. */
 sp_cached_tile *sp_tile_cache_get(const sp_tile_key *key);
 
+/* Whether the cache holds `key` now; a look only: no count, no hold, no change of order. */
+bool sp_tile_cache_holds(const sp_tile_key *key);
+
 /* True when `key` was asked about recently (a ghost hit); records it otherwise. */
 bool sp_tile_cache_seen(const sp_tile_key *key);
 

@@ -895,7 +895,7 @@ static void dicom_destroy(sp_slide *s) {
 }
 
 static const sp_slide_ops dicom_ops = {dicom_read_tile, dicom_read_associated, dicom_destroy,
-                                       dicom_area_scales, dicom_read_tile_area};
+                                       dicom_area_scales, dicom_read_tile_area, NULL};
 
 /* ---- properties -------------------------------------------------------------------------------
  */

@@ -40,13 +40,28 @@ static sp_status tiff_read_tile_area(sp_slide *s, const sp_level *l, int64_t col
                                      (uint64_t)stride, empty, err);
 }
 
-const sp_slide_ops sp_tiff_slide_ops = {tiff_read_tile, tiff_read_associated, tiff_destroy,
-                                        tiff_area_scales, tiff_read_tile_area};
+static void tiff_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *tiles, size_t n) {
+    const sp_tiff *t = s->container;
+    const sp_tiff_dir *d = l->priv;
+    sp_byte_range ranges[SP_PREFETCH_TILES];
+    size_t count = 0;
+    for (size_t i = 0; i < n && count < SP_PREFETCH_TILES; i++) {
+        uint64_t index = (uint64_t)tiles[i].row * d->chunks_across + (uint64_t)tiles[i].col;
+        if (index < d->n_chunks && d->chunk_offsets[index] != 0) {
+            ranges[count++] = (sp_byte_range){d->chunk_offsets[index], d->chunk_byte_counts[index]};
+        }
+    }
+    sp_source_prefetch(t->src, ranges, count);
+}
+
+const sp_slide_ops sp_tiff_slide_ops = {tiff_read_tile,     tiff_read_associated, tiff_destroy,
+                                        tiff_area_scales,   tiff_read_tile_area,  tiff_prefetch};
 
 void sp_tiff_slide_adopt(sp_slide *s, sp_probe *probe) {
     s->container = probe->tiff;
     probe->tiff = NULL;
     s->ops = &sp_tiff_slide_ops;
+    s->prefetch = sp_source_can_prefetch(((sp_tiff *)s->container)->src);
 }
 
 sp_status sp_tiff_slide_add_level(sp_slide *s, const sp_tiff_dir *d, sp_err *err) {

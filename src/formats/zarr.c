@@ -672,7 +672,7 @@ static void zarr_destroy(sp_slide *s) {
 }
 
 static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy, NULL,
-                                      NULL};
+                                      NULL,           NULL};
 
 /* ---- open ---- */
 

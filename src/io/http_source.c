@@ -9,9 +9,14 @@
  * not a mix of two objects' bytes. Every response is checked before its bytes are used
  * (http_source.h). libcurl handles, and with them their open connections, are pooled for the
  * whole process, so opening one object after another (the chunks of a remote Zarr store) does not
- * connect and shake hands again each time.
+ * connect and shake hands again each time. A region read that needs several tiles tells the
+ * source their byte ranges first (prefetch): their blocks, and ranges too large for a block, are
+ * then requested at once on up to SLIDEPIPE_HTTP_PARALLEL threads (default 8) and kept for the
+ * reads, so the read waits about one round trip instead of one per tile.
  */
 #include "io/http_source.h"
+
+#include "core/thread_pool.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +30,10 @@
 #define POOL_MAX 32     /* idle handles (connections) kept by the process */
 #define ERROR_BODY_MAX 2048
 #define ETAG_MAX 256
+#define PREFETCH_BLOCKS (CACHE_BLOCKS / 2) /* a prefetch never replaces the whole block cache */
+#define HELD_MAX 16                        /* prefetched ranges larger than a block, kept... */
+#define HELD_BYTES ((size_t)16 << 20)      /* ...up to this many bytes a source */
+#define PARALLEL_DEFAULT 8
 
 typedef struct cached_block {
     uint64_t index;
@@ -33,17 +42,28 @@ typedef struct cached_block {
     unsigned char *data;
 } cached_block;
 
+/* A prefetched range of at least a block, kept until the read that asks for exactly it. */
+typedef struct held_range {
+    uint64_t offset;
+    size_t len;
+    uint64_t since;
+    unsigned char *data; /* NULL: empty slot */
+} held_range;
+
 typedef struct http_ctx {
     char *url;
     char *name;
     sp_http_signer signer;
     long stall_timeout_s;
+    int parallel; /* requests a prefetch sends at once; 1: no prefetching */
     uint64_t size;
     char etag[ETAG_MAX]; /* "" when the server sends none */
     unsigned char *head; /* the object's first head_len bytes, from the opening request */
     size_t head_len;
-    pthread_mutex_t lock; /* guards blocks and clock */
+    pthread_mutex_t lock; /* guards blocks, held ranges and clock */
     cached_block blocks[CACHE_BLOCKS];
+    held_range held[HELD_MAX];
+    size_t held_bytes;
     uint64_t clock;
 } http_ctx;
 
@@ -321,10 +341,11 @@ static sp_status request_headers(http_ctx *h, const char *range, struct curl_sli
     return st;
 }
 
-/* GET bytes [offset, offset + len) into buf. `open` is the first request, which learns the size:
- * there the server may answer with fewer bytes than asked (a shorter object). */
-static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open, size_t *got,
-                       sp_err *err) {
+/* GET bytes [offset, offset + len) into buf, in at most `attempts` tries. `open` is the first
+ * request, which learns the size: there the server may answer with fewer bytes than asked (a
+ * shorter object). */
+static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open, int attempts,
+                       size_t *got, sp_err *err) {
     char range[64];
     snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)offset,
              (unsigned long long)(offset + len - 1));
@@ -357,7 +378,7 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
         if (rc == CURLE_WRITE_ERROR && code != 206) {
             rc = CURLE_OK; /* we stopped reading an error or non-range body ourselves */
         }
-        if (sp_http_retryable(rc, code) && attempt < SP_HTTP_ATTEMPTS) {
+        if (sp_http_retryable(rc, code) && attempt < attempts) {
             sp_http_backoff(attempt);
             continue;
         }
@@ -459,7 +480,7 @@ static sp_status read_small(http_ctx *h, uint64_t offset, unsigned char *buf, si
             if (data == NULL) {
                 return sp_err_set(err, SP_E_NOMEM, "%s: out of memory", h->name);
             }
-            sp_status st = fetch(h, start, block_len, data, false, &got, err);
+            sp_status st = fetch(h, start, block_len, data, false, SP_HTTP_ATTEMPTS, &got, err);
             if (st != SP_OK) {
                 free(data);
                 return st;
@@ -472,6 +493,151 @@ static sp_status read_small(http_ctx *h, uint64_t offset, unsigned char *buf, si
         len -= n;
     }
     return SP_OK;
+}
+
+/* Copy the held range [offset, offset + len) into buf and let it go; false when none is held. */
+static bool held_take(http_ctx *h, uint64_t offset, size_t len, void *buf) {
+    unsigned char *data = NULL;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < HELD_MAX && data == NULL; i++) {
+        held_range *r = &h->held[i];
+        if (r->data != NULL && r->offset == offset && r->len == len) {
+            data = r->data;
+            r->data = NULL;
+            h->held_bytes -= len;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (data != NULL) {
+        memcpy(buf, data, len);
+        free(data);
+    }
+    return data != NULL;
+}
+
+/* Keep `data` (malloc'd) as the range [offset, offset + len), letting the oldest ranges go while
+ * the slots or the byte budget are full. */
+static void held_put(http_ctx *h, uint64_t offset, size_t len, unsigned char *data) {
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        held_range *empty = NULL, *oldest = NULL;
+        for (int i = 0; i < HELD_MAX; i++) {
+            held_range *r = &h->held[i];
+            if (r->data == NULL) {
+                empty = empty != NULL ? empty : r;
+            } else if (r->offset == offset && r->len == len) {
+                pthread_mutex_unlock(&h->lock); /* another prefetch got it meanwhile */
+                free(data);
+                return;
+            } else if (oldest == NULL || r->since < oldest->since) {
+                oldest = r;
+            }
+        }
+        if (empty != NULL && h->held_bytes + len <= HELD_BYTES) {
+            *empty = (held_range){offset, len, ++h->clock, data};
+            h->held_bytes += len;
+            break;
+        }
+        if (oldest == NULL) { /* larger than the whole budget */
+            pthread_mutex_unlock(&h->lock);
+            free(data);
+            return;
+        }
+        free(oldest->data);
+        oldest->data = NULL;
+        h->held_bytes -= oldest->len;
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+static bool block_cached(http_ctx *h, uint64_t index) {
+    bool hit = false;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < CACHE_BLOCKS && !hit; i++) {
+        hit = h->blocks[i].last_use != 0 && h->blocks[i].index == index;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return hit;
+}
+
+/* One request of a prefetch: a block for the cache, or a larger range to hold. */
+typedef struct prefetch_item {
+    uint64_t offset;
+    size_t len;
+    bool block;
+} prefetch_item;
+
+typedef struct prefetch_job {
+    http_ctx *h;
+    const prefetch_item *items;
+} prefetch_job;
+
+/* Fetch item i in one try: a failure is left for the read that needs those bytes to meet, with
+ * its retries and its message. */
+static void prefetch_one(void *user, size_t i) {
+    const prefetch_job *job = user;
+    const prefetch_item *it = &job->items[i];
+    unsigned char *data = malloc(it->len);
+    size_t got = 0;
+    sp_err ignored = {0};
+    if (data == NULL || fetch(job->h, it->offset, it->len, data, false, 1, &got, &ignored) != SP_OK) {
+        free(data);
+    } else if (it->block) {
+        cache_put(job->h, it->offset / BLOCK_SIZE, data, it->len);
+    } else {
+        held_put(job->h, it->offset, it->len, data);
+    }
+}
+
+static bool listed(const prefetch_item *items, size_t n, uint64_t offset, size_t len) {
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].offset == offset && items[i].len == len) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The requests that reads of `ranges` would make and that nothing holds yet, as http_read_at
+ * would make them (reads within the head need none); sent at once when there are two or more. */
+static void http_prefetch(void *ctx, const sp_byte_range *ranges, size_t n) {
+    http_ctx *h = ctx;
+    prefetch_item items[PREFETCH_BLOCKS + HELD_MAX];
+    size_t count = 0, blocks = 0, held = 0, held_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t offset = ranges[i].offset;
+        if (offset >= h->size || ranges[i].length == 0) {
+            continue;
+        }
+        size_t len = ranges[i].length < h->size - offset ? (size_t)ranges[i].length
+                                                          : (size_t)(h->size - offset);
+        if (offset + len <= h->head_len) {
+            continue;
+        }
+        if (len >= BLOCK_SIZE) {
+            if (held < HELD_MAX && held_bytes + len <= HELD_BYTES &&
+                !listed(items, count, offset, len)) {
+                items[count++] = (prefetch_item){offset, len, false};
+                held++;
+                held_bytes += len;
+            }
+            continue;
+        }
+        for (uint64_t index = offset / BLOCK_SIZE;
+             index <= (offset + len - 1) / BLOCK_SIZE && blocks < PREFETCH_BLOCKS; index++) {
+            uint64_t start = index * BLOCK_SIZE;
+            size_t block_len = h->size - start < BLOCK_SIZE ? (size_t)(h->size - start) : BLOCK_SIZE;
+            if (!listed(items, count, start, block_len) && !block_cached(h, index)) {
+                items[count++] = (prefetch_item){start, block_len, true};
+                blocks++;
+            }
+        }
+    }
+    int threads = (size_t)h->parallel < count ? h->parallel : (int)count;
+    if (threads >= 2) {
+        prefetch_job job = {h, items};
+        sp_pool_run(count, threads, prefetch_one, &job);
+    }
 }
 
 static sp_status http_read_at(void *ctx, uint64_t offset, void *buf, size_t len, size_t *got,
@@ -489,8 +655,13 @@ static sp_status http_read_at(void *ctx, uint64_t offset, void *buf, size_t len,
         *got = len;
         return SP_OK;
     }
-    sp_status st = len < BLOCK_SIZE ? read_small(h, offset, buf, len, err)
-                                    : fetch(h, offset, len, buf, false, got, err);
+    if (len >= BLOCK_SIZE && held_take(h, offset, len, buf)) {
+        *got = len;
+        return SP_OK;
+    }
+    sp_status st = len < BLOCK_SIZE
+                       ? read_small(h, offset, buf, len, err)
+                       : fetch(h, offset, len, buf, false, SP_HTTP_ATTEMPTS, got, err);
     if (st == SP_OK) {
         *got = len;
     }
@@ -503,6 +674,9 @@ static void http_close(void *ctx) {
     for (int i = 0; i < CACHE_BLOCKS; i++) {
         free(h->blocks[i].data);
     }
+    for (int i = 0; i < HELD_MAX; i++) {
+        free(h->held[i].data);
+    }
     if (h->signer.free_ctx != NULL) {
         h->signer.free_ctx(h->signer.ctx);
     }
@@ -512,7 +686,16 @@ static void http_close(void *ctx) {
     free(h);
 }
 
-static const sp_source_impl HTTP_IMPL = {http_read_at, http_close};
+static const sp_source_impl HTTP_IMPL = {http_read_at, http_close, http_prefetch};
+
+/* Requests one prefetch sends at once: SLIDEPIPE_HTTP_PARALLEL (1-64; 1 turns prefetching off),
+ * default 8. */
+static int http_parallel(void) {
+    const char *v = getenv("SLIDEPIPE_HTTP_PARALLEL");
+    char *end = NULL;
+    long n = v != NULL ? strtol(v, &end, 10) : 0;
+    return (v != NULL && end != v && *end == '\0' && n >= 1 && n <= 64) ? (int)n : PARALLEL_DEFAULT;
+}
 
 long sp_http_stall_timeout(void) {
     const char *v = getenv("SLIDEPIPE_HTTP_TIMEOUT");
@@ -548,6 +731,7 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
     }
     h->signer = *sg;
     h->stall_timeout_s = sp_http_stall_timeout();
+    h->parallel = http_parallel();
     pthread_mutex_init(&h->lock, NULL);
     if (curl_init_result != CURLE_OK) {
         free(head);
@@ -555,7 +739,7 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
         return sp_err_set(err, SP_E_IO, "%s: libcurl failed to initialise", name ? name : url);
     }
     size_t got = 0;
-    sp_status st = fetch(h, 0, head_len, head, true, &got, err);
+    sp_status st = fetch(h, 0, head_len, head, true, SP_HTTP_ATTEMPTS, &got, err);
     if (st != SP_OK) {
         free(head);
         http_close(h);

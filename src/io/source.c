@@ -55,6 +55,14 @@ sp_status sp_source_read(sp_source *src, uint64_t offset, void *buf, size_t len,
     return SP_OK;
 }
 
+bool sp_source_can_prefetch(const sp_source *src) { return src->impl.prefetch != NULL; }
+
+void sp_source_prefetch(sp_source *src, const sp_byte_range *ranges, size_t n) {
+    if (src->impl.prefetch != NULL && n > 0) {
+        src->impl.prefetch(src->ctx, ranges, n);
+    }
+}
+
 uint64_t sp_source_size(const sp_source *src) { return src->size; }
 
 const char *sp_source_name(const sp_source *src) { return src->name; }

@@ -8,6 +8,7 @@
 #ifndef SP_IO_SOURCE_H
 #define SP_IO_SOURCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,12 +16,21 @@
 
 typedef struct sp_source sp_source;
 
+typedef struct sp_byte_range {
+    uint64_t offset, length;
+} sp_byte_range;
+
 /* What a source implementation provides. read_at reads up to `len` bytes at `offset` and reports
- * how many it got in *got (fewer only at end of data); it must be safe to call concurrently. */
+ * how many it got in *got (fewer only at end of data); it must be safe to call concurrently.
+ * prefetch is optional (NULL for local data): it is told the ranges that reads will ask for
+ * next, and may fetch them at once and keep them for those reads (a remote source sends their
+ * requests concurrently). It is advice: it reports nothing, and a range it could not fetch is
+ * fetched, or its failure reported, by the read that asks for it. */
 typedef struct sp_source_impl {
     sp_status (*read_at)(void *ctx, uint64_t offset, void *buf, size_t len, size_t *got,
                          sp_err *err);
     void (*close)(void *ctx);
+    void (*prefetch)(void *ctx, const sp_byte_range *ranges, size_t n);
 } sp_source_impl;
 
 /* Wrap an implementation; `name` (copied) is used in messages. Takes ownership of ctx. */
@@ -37,6 +47,11 @@ sp_status sp_source_open_memory(const void *data, size_t len, const char *name, 
 /* Read exactly `len` bytes at `offset`. A range past the end of the source is SP_E_CORRUPT
  * ("truncated"), an operating-system failure SP_E_IO. */
 sp_status sp_source_read(sp_source *src, uint64_t offset, void *buf, size_t len, sp_err *err);
+
+/* Whether the source takes prefetch advice (a remote one), and the advice itself: the ranges
+ * that reads will ask for next (see sp_source_impl). Ranges past the end are ignored. */
+bool sp_source_can_prefetch(const sp_source *src);
+void sp_source_prefetch(sp_source *src, const sp_byte_range *ranges, size_t n);
 
 uint64_t sp_source_size(const sp_source *src);
 const char *sp_source_name(const sp_source *src);

@@ -77,9 +77,12 @@ error_log {work}/error.log; pid {work}/nginx.pid;
 events {{ worker_connections 64; }}
 http {{
   log_format conn '$connection $request_uri';
-  access_log {work}/access.log; access_log {work}/connections.log conn; {temps}
+  log_format timing '$msec $request_time $request_uri';
+  access_log {work}/access.log; access_log {work}/connections.log conn;
+  access_log {work}/timing.log timing; {temps}
   server {{ listen 127.0.0.1:{port}; root {TESTDATA};
-           location /scratch/ {{ alias {scratch}/; }} }}
+           location /scratch/ {{ alias {scratch}/; }}
+           location /slow/ {{ alias {TESTDATA}/; limit_rate 256k; }} }}
 }}
 """
     )
@@ -88,7 +91,7 @@ http {{
     try:
         wait_for_port(port, proc, "nginx")
         yield {"url": f"http://127.0.0.1:{port}", "scratch": scratch, "log": work / "access.log",
-               "connections": work / "connections.log"}
+               "connections": work / "connections.log", "timing": work / "timing.log"}
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -120,6 +123,70 @@ def test_region_over_http_equals_local(run, nginx, rel, tmp_path):
     local = np.fromfile(lo, np.uint8)
     assert local.size == 700 * 500 * 4 and local.any()
     assert np.array_equal(np.fromfile(re_, np.uint8), local)
+
+
+def most_requests_at_once(timing_log, start_line, path_part):
+    """The largest number of requests for `path_part` that nginx was serving at the same moment,
+    from its log lines after `start_line`: each line is when a request ended and how long it
+    took, in milliseconds. Two requests count as simultaneous when they overlap by over 20 ms."""
+    spans = []
+    for line in timing_log.read_text().splitlines()[start_line:]:
+        end, took, uri = line.split()
+        if path_part in uri:
+            spans.append((float(end) - float(took), float(end)))
+    most = 1 if spans else 0
+    for a0, a1 in spans:
+        at_once = sum(1 for b0, b1 in spans if min(a1, b1) - max(a0, b0) > 0.020)
+        most = max(most, at_once)
+    return most
+
+
+@pytest.mark.parametrize("parallel", ["1", "8"])
+def test_region_tiles_are_fetched_at_once(sp, nginx, parallel, tmp_path):
+    """A region over many tiles sends their requests together: nginx (rate-limited here, so
+    that each request lasts long enough to be seen) serves several at the same moment. With
+    SLIDEPIPE_HTTP_PARALLEL=1 it serves one at a time, and the pixels are the same."""
+    rel = "aperio/CMU-1-Small-Region.svs"
+    # Tile rows 5 to 8: their bytes lie in several 64 KiB blocks past the head the opening read.
+    region = ["--level", "0", "--x", "300", "--y", "1300", "--width", "1200", "--height", "700"]
+    log = nginx["timing"]
+    before = len(log.read_text().splitlines()) if log.exists() else 0
+    out = tmp_path / "remote.rgba"
+    env = dict(os.environ, SLIDEPIPE_HTTP_PARALLEL=parallel)
+    proc = subprocess.run([str(sp.binary), "region", f"{nginx['url']}/slow/{rel}", *region, "-o", str(out)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    local = tmp_path / "local.rgba"
+    assert sp.run(["region", TESTDATA / rel, *region, "-o", local]).returncode == 0
+    assert out.read_bytes() == local.read_bytes()
+    most = most_requests_at_once(log, before, f"/slow/{rel}")
+    print(f"SLIDEPIPE_HTTP_PARALLEL={parallel}: at most {most} requests at once")
+    if parallel == "1":
+        assert most == 1
+    else:
+        assert most >= 2
+
+
+def test_large_tiles_fetched_at_once_equal_local(run, nginx, tmp_path):
+    """Tiles larger than the source's 64 KiB blocks are prefetched as ranges of their own and
+    handed to their reads: an uncompressed tiled TIFF (512² RGB tiles, 768 KiB each)."""
+    import tifffile
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (1536, 1536, 3), dtype=np.uint8)
+    target = nginx["scratch"] / "raw-tiles.tif"
+    tifffile.imwrite(target, image, tile=(512, 512), photometric="rgb")
+    region = ["--level", "0", "--x", "300", "--y", "200", "--width", "900", "--height", "1000"]
+    lo, re_ = tmp_path / "local.rgba", tmp_path / "remote.rgba"
+    same_command_output(run, ["region", target, *region, "-o", lo],
+                        ["region", f"{nginx['url']}/scratch/raw-tiles.tif", *region, "-o", re_])
+    remote = np.fromfile(re_, np.uint8).reshape(1000, 900, 4)
+    assert np.array_equal(remote[..., :3], image[200:1200, 300:1200])
+    assert np.fromfile(lo, np.uint8).tobytes() == remote.tobytes()
+    # Each of the 3 x 3 tiles the region touches was requested once: the prefetched ranges were
+    # handed to the reads, not fetched again.
+    tile_requests = [ln for ln in nginx["log"].read_text().splitlines()
+                     if "/scratch/raw-tiles.tif" in ln and " 206 786432 " in ln]
+    assert len(tile_requests) == 9, tile_requests
 
 
 def test_convert_over_http_gives_the_local_dataset_hash(run, nginx, tmp_path):
