@@ -32,6 +32,7 @@
 #include "formats/zarr_meta.h"
 #include "formats/zarr_shards.h"
 #include "io/store.h"
+#include "io/store_prefetch.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
 
@@ -50,6 +51,7 @@ typedef struct zarr_array {
 typedef struct zarr_slide {
     zarr_array *arrays; /* levels, then associated images; never reallocated after open */
     int32_t n_arrays;
+    sp_store_prefetch *prefetched; /* chunk files fetched ahead (a remote store), or NULL */
 } zarr_slide;
 
 /* ---- paths and files ---- */
@@ -435,33 +437,53 @@ static sp_status read_range(const sp_slide *s, sp_source *src, uint64_t offset, 
     return SP_OK;
 }
 
+/* The file holding the chunk at chunk-grid position `index` (*path, malloc'd; its key in `key`)
+ * and, in a sharded array, the inner chunk's position in that shard (C order). */
+static sp_status chunk_file(const zarr_array *a, const int64_t *index, char *key, char **path,
+                            uint64_t *which, sp_err *err) {
+    const sp_zarr_array_meta *m = &a->m;
+    int64_t file_index[SP_ZARR_MAX_DIMS];
+    *which = 0;
+    for (int d = 0; d < m->ndim; d++) {
+        int64_t per = m->file[d] / m->chunk[d];
+        file_index[d] = index[d] / per;
+        *which = *which * (uint64_t)per + (uint64_t)(index[d] % per);
+    }
+    sp_status st = sp_zarr_chunk_key(m, file_index, key, KEY_MAX, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    *path = sp_path_join(a->dir, key);
+    return *path != NULL ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
+}
+
+/* The expected size of a chunk file: the decoded chunk, plus room for a codec's header. */
+static size_t chunk_file_guess(const sp_zarr_array_meta *m) {
+    return (size_t)m->chunk_bytes + 64;
+}
+
 /* Decode the chunk at chunk-grid position `index` into `chunk` (chunk_bytes), or fill it. */
 static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_t *index,
                             uint8_t *chunk, sp_err *err) {
     const sp_zarr_array_meta *m = &a->m;
-    int64_t file_index[SP_ZARR_MAX_DIMS];
-    uint64_t which = 0; /* the inner chunk's position in its shard, C order */
-    for (int d = 0; d < m->ndim; d++) {
-        int64_t per = m->file[d] / m->chunk[d];
-        file_index[d] = index[d] / per;
-        which = which * (uint64_t)per + (uint64_t)(index[d] % per);
-    }
+    const zarr_slide *z = s->priv;
     char key[KEY_MAX], where[KEY_MAX + 600];
-    sp_status st = sp_zarr_chunk_key(m, file_index, key, sizeof key, err);
+    char *path = NULL;
+    uint64_t which = 0;
+    sp_status st = chunk_file(a, index, key, &path, &which, err);
     if (st != SP_OK) {
         return st;
     }
     where_of(where, sizeof where, a->label, key);
-    char *path = sp_path_join(a->dir, key);
-    if (path == NULL) {
-        return sp_err_set(err, SP_E_NOMEM, "out of memory");
-    }
     uint8_t *bytes = NULL;
     uint64_t n = 0;
     bool missing = false;
-    if (!m->sharded) {
+    if (!m->sharded && z->prefetched != NULL &&
+        sp_store_prefetch_take(z->prefetched, path, &bytes, &n, &missing)) {
+        free(path);
+    } else if (!m->sharded) {
         sp_source *src = NULL;
-        st = open_data_file(path, m->chunk_bytes + 64, &src, &missing, err);
+        st = open_data_file(path, chunk_file_guess(m), &src, &missing, err);
         free(path);
         if (st == SP_OK && !missing) {
             n = sp_source_size(src);
@@ -652,6 +674,106 @@ static sp_status zarr_read_tile(sp_slide *s, const sp_level *l, int64_t col, int
     return read_rect(s, l->priv, x0, y0, w, h, rgba, stride, err);
 }
 
+/* The chunks that hold channel chunk kc of tile (col, row) of array `a`, as grid positions. */
+static int64_t tile_chunks(const zarr_array *a, const sp_level *l, sp_tile_pos t, int64_t kc,
+                           int64_t (*out)[SP_ZARR_MAX_DIMS], int64_t cap) {
+    const sp_zarr_array_meta *m = &a->m;
+    int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
+    int64_t x0 = t.col * l->tile_width, y0 = t.row * l->tile_height;
+    int64_t x1 = x0 + l->tile_width < l->width ? x0 + l->tile_width : l->width;
+    int64_t y1 = y0 + l->tile_height < l->height ? y0 + l->tile_height : l->height;
+    int64_t count = 0;
+    for (int64_t gy = y0 / cy; gy * cy < y1; gy++) {
+        for (int64_t gx = x0 / cx; gx * cx < x1 && count < cap; gx++) {
+            memset(out[count], 0, sizeof out[count]);
+            out[count][a->dim_y] = gy;
+            out[count][a->dim_x] = gx;
+            if (a->dim_c >= 0) {
+                out[count][a->dim_c] = kc;
+            }
+            count++;
+        }
+    }
+    return count;
+}
+
+/* Fetch the announced tiles' chunks at once: whole chunk files into the slide's prefetched set,
+ * or, in a sharded array, their byte ranges through each shard's source. Advice only: every
+ * failure here is left for the chunk's read to meet and report. */
+static void zarr_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *tiles, size_t n) {
+    enum { MOST = 2 * SP_PREFETCH_TILES };
+    zarr_slide *z = s->priv;
+    const zarr_array *a = l->priv;
+    const sp_zarr_array_meta *m = &a->m;
+    int64_t cc = a->dim_c >= 0 ? m->chunk[a->dim_c] : 1;
+    int64_t c_chunks = (a->channels + cc - 1) / cc;
+    int64_t positions[MOST][SP_ZARR_MAX_DIMS];
+    int64_t count = 0;
+    for (size_t i = 0; i < n && count < MOST; i++) {
+        for (int64_t kc = 0; kc < c_chunks && count < MOST; kc++) {
+            count += tile_chunks(a, l, tiles[i], kc, positions + count, MOST - count);
+        }
+    }
+    char *paths[MOST] = {0};
+    zarr_shard *shards[MOST] = {0};
+    sp_byte_range ranges[MOST];
+    int64_t found = 0;
+    for (int64_t i = 0; i < count; i++) {
+        char key[KEY_MAX], where[KEY_MAX + 600];
+        char *path = NULL;
+        uint64_t which = 0;
+        sp_err ignored = {0};
+        if (chunk_file(a, positions[i], key, &path, &which, &ignored) != SP_OK) {
+            continue;
+        }
+        if (!m->sharded) {
+            paths[found++] = path;
+            continue;
+        }
+        where_of(where, sizeof where, a->label, key);
+        zarr_shard *shard = NULL;
+        bool present = false;
+        uint64_t offset = 0, len = 0;
+        if (shard_open(s, a, where, path, &shard, &ignored) == SP_OK && shard != NULL &&
+            sp_zarr_shard_entry(m, zarr_shard_index(shard), sp_source_size(zarr_shard_source(shard)),
+                                which, &present, &offset, &len, &ignored) == SP_OK &&
+            present) {
+            shards[found] = shard;
+            ranges[found++] = (sp_byte_range){offset, len};
+        } else if (shard != NULL) {
+            zarr_shards_release(shard);
+        }
+    }
+    if (!m->sharded) {
+        sp_store_prefetch_files(z->prefetched, (const char *const *)paths, (size_t)found,
+                                chunk_file_guess(m), &s->limits);
+        for (int64_t i = 0; i < found; i++) {
+            free(paths[i]);
+        }
+        return;
+    }
+    /* Each shard's ranges together, so that its source can send them at once. */
+    for (int64_t i = 0; i < found; i++) {
+        if (shards[i] == NULL) {
+            continue;
+        }
+        sp_byte_range mine[MOST];
+        size_t k = 0;
+        zarr_shard *shard = shards[i];
+        for (int64_t j = i; j < found; j++) {
+            if (shards[j] == shard) {
+                mine[k++] = ranges[j];
+                if (j > i) {
+                    zarr_shards_release(shards[j]);
+                    shards[j] = NULL;
+                }
+            }
+        }
+        sp_source_prefetch(zarr_shard_source(shard), mine, k);
+        zarr_shards_release(shard);
+    }
+}
+
 static sp_status zarr_read_associated(sp_slide *s, const sp_associated *image, uint8_t *rgba,
                                       uint64_t stride, sp_err *err) {
     return read_rect(s, image->priv, 0, 0, image->width, image->height, rgba, stride, err);
@@ -667,12 +789,13 @@ static void zarr_destroy(sp_slide *s) {
         free_array(&z->arrays[i]);
     }
     free(z->arrays);
+    sp_store_prefetch_free(z->prefetched);
     free(z);
     s->priv = NULL;
 }
 
 static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy, NULL,
-                                      NULL,           NULL};
+                                      NULL,           zarr_prefetch};
 
 /* ---- open ---- */
 
@@ -845,6 +968,10 @@ static sp_status zarr_open(sp_slide *s, sp_probe *p, sp_err *err) {
         if (z->arrays == NULL) {
             st = sp_err_set(err, SP_E_NOMEM, "out of memory");
         }
+    }
+    if (st == SP_OK && sp_store_is_remote(root)) {
+        z->prefetched = sp_store_prefetch_new();
+        s->prefetch = z->prefetched != NULL;
     }
     int32_t base = 0;
     if (st == SP_OK) {

@@ -12,13 +12,17 @@
  * connect and shake hands again each time. A region read that needs several tiles tells the
  * source their byte ranges first (prefetch): their blocks, and ranges too large for a block, are
  * then requested at once on up to SLIDEPIPE_HTTP_PARALLEL threads (default 8) and kept for the
- * reads, so the read waits about one round trip instead of one per tile.
+ * reads, so the read waits about one round trip instead of one per tile. Where requests come
+ * back within a millisecond (a server on the same machine or rack) there is no wait to save and
+ * handing requests to other threads would only cost CPU, so prefetching waits until requests are
+ * seen to take longer.
  */
 #include "io/http_source.h"
 
-#include "core/thread_pool.h"
+#include "core/io_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +38,7 @@
 #define HELD_MAX 16                        /* prefetched ranges larger than a block, kept... */
 #define HELD_BYTES ((size_t)16 << 20)      /* ...up to this many bytes a source */
 #define PARALLEL_DEFAULT 8
+#define PREFETCH_MIN_WAIT_US 1000 /* prefetch only where a request takes this long */
 
 typedef struct cached_block {
     uint64_t index;
@@ -341,6 +346,23 @@ static sp_status request_headers(http_ctx *h, const char *range, struct curl_sli
     return st;
 }
 
+/* How long this process's requests take: an average that follows the recent ones (7/8 the old
+ * value, 1/8 the new), in microseconds; 0 before the first. */
+static _Atomic uint64_t recent_request_us;
+
+static void note_request_time(CURL *c) {
+    curl_off_t us = 0;
+    if (curl_easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &us) == CURLE_OK && us >= 0) {
+        uint64_t old = atomic_load_explicit(&recent_request_us, memory_order_relaxed);
+        uint64_t now = old == 0 ? (uint64_t)us + 1 : (7 * old + (uint64_t)us) / 8;
+        atomic_store_explicit(&recent_request_us, now, memory_order_relaxed);
+    }
+}
+
+bool sp_http_prefetch_pays(void) {
+    return atomic_load_explicit(&recent_request_us, memory_order_relaxed) >= PREFETCH_MIN_WAIT_US;
+}
+
 /* GET bytes [offset, offset + len) into buf, in at most `attempts` tries. `open` is the first
  * request, which learns the size: there the server may answer with fewer bytes than asked (a
  * shorter object). */
@@ -418,6 +440,7 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
                 memcpy(h->etag, t.etag, sizeof h->etag);
             }
         }
+        note_request_time(p->curl);
         *got = t.got;
         break;
     }
@@ -634,9 +657,9 @@ static void http_prefetch(void *ctx, const sp_byte_range *ranges, size_t n) {
         }
     }
     int threads = (size_t)h->parallel < count ? h->parallel : (int)count;
-    if (threads >= 2) {
+    if (threads >= 2 && sp_http_prefetch_pays()) {
         prefetch_job job = {h, items};
-        sp_pool_run(count, threads, prefetch_one, &job);
+        sp_io_pool_run(count, threads, prefetch_one, &job);
     }
 }
 
@@ -688,9 +711,7 @@ static void http_close(void *ctx) {
 
 static const sp_source_impl HTTP_IMPL = {http_read_at, http_close, http_prefetch};
 
-/* Requests one prefetch sends at once: SLIDEPIPE_HTTP_PARALLEL (1-64; 1 turns prefetching off),
- * default 8. */
-static int http_parallel(void) {
+int sp_http_parallel(void) {
     const char *v = getenv("SLIDEPIPE_HTTP_PARALLEL");
     char *end = NULL;
     long n = v != NULL ? strtol(v, &end, 10) : 0;
@@ -731,7 +752,7 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
     }
     h->signer = *sg;
     h->stall_timeout_s = sp_http_stall_timeout();
-    h->parallel = http_parallel();
+    h->parallel = sp_http_parallel();
     pthread_mutex_init(&h->lock, NULL);
     if (curl_init_result != CURLE_OK) {
         free(head);

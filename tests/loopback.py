@@ -1,11 +1,13 @@
-"""loopback.py — servers on 127.0.0.1 for the remote-read benchmarks: nginx serving a folder,
-and a TCP proxy in front of it that holds every request for a fixed delay.
+"""loopback.py — servers on 127.0.0.1 for the remote-read tests and benchmarks: nginx serving a
+folder, and a TCP proxy in front of it that holds every request for a fixed delay.
 
 Loopback answers in microseconds, while an object store answers in tens of milliseconds (the
 round trip plus the store's own first-byte time). The proxy puts that wait back: everything a
 client sends is passed on to the server `delay` seconds later, in order; answers come back at
 once. One request then costs at least one delay, as it would from a cloud VM to its bucket, and
-a reader that sends a region's requests one after another waits once per request.
+a reader that sends a region's requests one after another waits once per request. The proxy
+also counts how many connections had a request held at the same moment (`most_at_once`), which
+tells requests sent together from requests sent one after another.
 """
 
 import asyncio
@@ -64,6 +66,8 @@ class LatencyProxy:
 
     def __init__(self, upstream, delay):
         self.upstream, self.delay = upstream, delay
+        self.holding = 0  # connections with a request held now
+        self.most_at_once = 0
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -94,18 +98,26 @@ class LatencyProxy:
     async def _delayed(self, reader, writer):
         queue = asyncio.Queue()
 
+        pending = 0  # sends of this connection being held
+
         async def send():
+            nonlocal pending
             while True:
                 due, data = await queue.get()
                 if data is None:
                     writer.close()
                     return
                 await asyncio.sleep(max(0.0, due - self.loop.time()))
+                pending -= 1
+                self.holding -= pending == 0
                 writer.write(data)
                 await writer.drain()
 
         sender = asyncio.ensure_future(send())
         while data := await reader.read(65536):
+            pending += 1
+            self.holding += pending == 1
+            self.most_at_once = max(self.most_at_once, self.holding)
             queue.put_nowait((self.loop.time() + self.delay, data))
         queue.put_nowait((0.0, None))
         await sender
