@@ -203,7 +203,23 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static sp_http_handle *pool[POOL_MAX];
 static int n_pool;
 
+/* fork() copies the pool, and with it the parent's open connections: a child that used them
+ * would share their sockets with its parent and its siblings, and read answers meant for another
+ * process. The child forgets them and opens its own. It does not close them: a TLS goodbye on a
+ * shared socket would end the parent's connection too. */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void pool_before_fork(void) { pthread_mutex_lock(&pool_lock); }
+static void pool_after_fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
+static void pool_after_fork_child(void) {
+    n_pool = 0;
+    pthread_mutex_unlock(&pool_lock);
+}
+static void watch_forks(void) {
+    pthread_atfork(pool_before_fork, pool_after_fork_parent, pool_after_fork_child);
+}
+
 sp_http_handle *sp_http_handle_take(sp_err *err) {
+    pthread_once(&fork_once, watch_forks);
     pthread_mutex_lock(&pool_lock);
     sp_http_handle *p = n_pool > 0 ? pool[--n_pool] : NULL;
     pthread_mutex_unlock(&pool_lock);
