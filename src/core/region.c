@@ -153,6 +153,23 @@ static sp_status decode_whole(const paint_job *j, int64_t col, int64_t row, sp_c
                                      SP_PIXEL_RGBA8, px, j->tile_w * 4, transparent, err);
 }
 
+/* Append to tiles[*n..cap) the tiles of level `level` seen at 1/scale that the cache does not
+ * hold, from the k-th on of the `total` tiles of a block `cols` tiles wide at (col0, row0)
+ * (row-major); returns the index of the first tile not looked at. */
+static int64_t uncached_tiles(const sp_slide *s, int32_t level, unsigned scale, int64_t col0,
+                              int64_t row0, int64_t cols, int64_t total, int64_t k,
+                              sp_tile_pos *tiles, size_t *n, size_t cap) {
+    bool caching = sp_tile_cache_enabled();
+    for (; k < total && *n < cap; k++) {
+        sp_tile_pos p = {col0 + k % cols, row0 + k / cols};
+        sp_tile_key key = {s->cache_id, level, scale, p.col, p.row};
+        if (!caching || !sp_tile_cache_holds(&key)) {
+            tiles[(*n)++] = p;
+        }
+    }
+    return k;
+}
+
 /* Tell the format which tiles come next when its data is remote: from the k-th of the request's
  * `total` tiles on (row-major, `cols` a row, from (col0, row0)), up to SP_PREFETCH_TILES that are
  * not cached. Returns the index of the first tile not looked at. */
@@ -160,14 +177,8 @@ static int64_t announce(const paint_job *j, int64_t col0, int64_t row0, int64_t 
                         int64_t total, int64_t k) {
     sp_tile_pos tiles[SP_PREFETCH_TILES];
     size_t n = 0;
-    bool caching = sp_tile_cache_enabled();
-    for (; k < total && n < SP_PREFETCH_TILES; k++) {
-        sp_tile_pos p = {col0 + k % cols, row0 + k / cols};
-        sp_tile_key key = {j->s->cache_id, j->level, j->scale, p.col, p.row};
-        if (!caching || !sp_tile_cache_holds(&key)) {
-            tiles[n++] = p;
-        }
-    }
+    k = uncached_tiles(j->s, j->level, j->scale, col0, row0, cols, total, k, tiles, &n,
+                       SP_PREFETCH_TILES);
     if (n >= 2) {
         j->s->ops->prefetch(j->s, j->l, tiles, n);
     }
@@ -337,6 +348,39 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
                                         far ? 0 : (int64_t)lyd, w, h, 0);
     }
     return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, 0, 0, w, h, 0);
+}
+
+void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_t n) {
+    sp_tile_pos tiles[SP_PREFETCH_TILES];
+    size_t count = 0;
+    int32_t level = n > 0 ? reqs[0].level : -1;
+    if (!s->prefetch || s->ops->prefetch == NULL || level < 0 || level >= s->n_levels) {
+        return;
+    }
+    const sp_level *l = &s->levels[level];
+    for (size_t i = 0; i < n && count < SP_PREFETCH_TILES; i++) {
+        const sp_region_request *r = &reqs[i];
+        double lxd = floor((double)r->x / l->downsample), lyd = floor((double)r->y / l->downsample);
+        if (r->slide != s || r->level != level || r->width <= 0 || r->height <= 0 ||
+            !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15)) {
+            continue;
+        }
+        /* The part of the region inside the level, in tiles. */
+        int64_t x0 = lxd > 0 ? (int64_t)lxd : 0, y0 = lyd > 0 ? (int64_t)lyd : 0;
+        int64_t x1 = (int64_t)lxd + r->width < l->width ? (int64_t)lxd + r->width : l->width;
+        int64_t y1 = (int64_t)lyd + r->height < l->height ? (int64_t)lyd + r->height : l->height;
+        if (x0 >= x1 || y0 >= y1) {
+            continue;
+        }
+        int64_t col0 = x0 / l->tile_width, row0 = y0 / l->tile_height;
+        int64_t cols = (x1 - 1) / l->tile_width - col0 + 1;
+        int64_t rows = (y1 - 1) / l->tile_height - row0 + 1;
+        uncached_tiles(s, level, 1, col0, row0, cols, cols * rows, 0, tiles, &count,
+                       SP_PREFETCH_TILES);
+    }
+    if (count >= 2) {
+        s->ops->prefetch(s, l, tiles, count);
+    }
 }
 
 sp_status sp_slide_read_associated(sp_slide *s, const char *name, sp_pixel_format fmt, void *dst,

@@ -11,7 +11,7 @@
  * whole process, so opening one object after another (the chunks of a remote Zarr store) does not
  * connect and shake hands again each time. A region read that needs several tiles tells the
  * source their byte ranges first (prefetch): their blocks, and ranges too large for a block, are
- * then requested at once on up to SLIDEPIPE_HTTP_PARALLEL threads (default 8) and kept for the
+ * then requested at once on up to SLIDEPIPE_HTTP_PARALLEL threads (default 16) and kept for the
  * reads, so the read waits about one round trip instead of one per tile. Where requests come
  * back within a millisecond (a server on the same machine or rack) there is no wait to save and
  * handing requests to other threads would only cost CPU, so prefetching waits until requests are
@@ -31,13 +31,13 @@
 
 #define BLOCK_SIZE ((size_t)64 << 10)
 #define CACHE_BLOCKS 32 /* 2 MiB a remote slide */
-#define POOL_MAX 32     /* idle handles (connections) kept by the process */
+#define POOL_MAX 64     /* idle handles (connections) kept by the process */
 #define ERROR_BODY_MAX 2048
 #define ETAG_MAX 256
 #define PREFETCH_BLOCKS (CACHE_BLOCKS / 2) /* a prefetch never replaces the whole block cache */
 #define HELD_MAX 16                        /* prefetched ranges larger than a block, kept... */
 #define HELD_BYTES ((size_t)16 << 20)      /* ...up to this many bytes a source */
-#define PARALLEL_DEFAULT 8
+#define PARALLEL_DEFAULT 16
 #define PREFETCH_MIN_WAIT_US 1000 /* prefetch only where a request takes this long */
 
 typedef struct cached_block {
@@ -362,13 +362,15 @@ static sp_status request_headers(http_ctx *h, const char *range, struct curl_sli
     return st;
 }
 
-/* How long this process's requests take: an average that follows the recent ones (7/8 the old
- * value, 1/8 the new), in microseconds; 0 before the first. */
+/* How long this process's requests wait for their first byte (the round trip and the server's
+ * own time, not the transfer, which sending requests at once would not shorten): an average
+ * that follows the recent ones (7/8 the old value, 1/8 the new), in microseconds; 0 before the
+ * first. */
 static _Atomic uint64_t recent_request_us;
 
 static void note_request_time(CURL *c) {
     curl_off_t us = 0;
-    if (curl_easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &us) == CURLE_OK && us >= 0) {
+    if (curl_easy_getinfo(c, CURLINFO_STARTTRANSFER_TIME_T, &us) == CURLE_OK && us >= 0) {
         uint64_t old = atomic_load_explicit(&recent_request_us, memory_order_relaxed);
         uint64_t now = old == 0 ? (uint64_t)us + 1 : (7 * old + (uint64_t)us) / 8;
         atomic_store_explicit(&recent_request_us, now, memory_order_relaxed);

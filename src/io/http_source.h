@@ -51,12 +51,13 @@ void sp_http_backoff(int attempt);
 long sp_http_stall_timeout(void);
 
 /* Requests that one read sends at once when it knows it needs several (prefetching):
- * SLIDEPIPE_HTTP_PARALLEL (1-64; 1 sends them one after another), default 8. */
+ * SLIDEPIPE_HTTP_PARALLEL (1-64; 1 sends them one after another), default 16. */
 int sp_http_parallel(void);
 
-/* Whether sending requests at once saves time here: the process's recent requests have taken a
- * millisecond or more (a remote store's round trip), rather than the tens of microseconds of a
- * server on the same machine, where other threads would only add their cost. */
+/* Whether sending requests at once saves time here: the process's recent requests have waited a
+ * millisecond or more for their first byte (a remote store's round trip), rather than the tens
+ * of microseconds of a server on the same machine, where other threads would only add their
+ * cost. */
 bool sp_http_prefetch_pays(void);
 
 /* The <Code> of an S3 error document in `body`, printable, or "" (for messages). */

@@ -163,6 +163,22 @@ def test_region_tiles_are_fetched_at_once(sp, far, parallel, tmp_path):
     assert most == 1 if parallel == "1" else most >= 2
 
 
+@pytest.mark.parametrize("parallel", ["1", "16"])
+def test_batched_regions_are_fetched_together(sp, far, parallel):
+    """Regions of a batch share round trips: 64² regions that each lie inside one tile need one
+    request each, yet a batch read on one thread sends several at once (its regions are announced
+    in groups). One after another with SLIDEPIPE_HTTP_PARALLEL=1."""
+    proxy, base = far
+    proxy.most_at_once = 0
+    env = dict(os.environ, SLIDEPIPE_HTTP_PARALLEL=parallel)
+    proc = subprocess.run([str(sp.binary), "bench", "read", f"{base}/aperio/CMU-1-Small-Region.svs",
+                           "--size", "64", "--aligned", "--count", "40", "--threads", "1", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    print(f"SLIDEPIPE_HTTP_PARALLEL={parallel}: {proxy.most_at_once} requests at once")
+    assert proxy.most_at_once == 1 if parallel == "1" else proxy.most_at_once >= 2
+
+
 def test_large_tiles_fetched_at_once_equal_local(sp, nginx, far, tmp_path):
     """Tiles larger than the source's 64 KiB blocks are prefetched as ranges of their own and
     handed to their reads: an uncompressed tiled TIFF (512² RGB tiles, 768 KiB each)."""
