@@ -1,7 +1,8 @@
 /* io_pool.c — the process-wide pool of waiting threads (see io_pool.h).
  *
  * Runs in flight are queued under one lock; an idle thread joins the first run that still has
- * items to hand out and room for a helper, claims items one at a time, and goes back to waiting.
+ * items to hand out and room for a helper, claims items one at a time, and goes back to waiting;
+ * with no run wanting help it takes the oldest started task.
  * A run lives on its caller's stack: it leaves the queue when its last item is claimed, and the
  * caller returns only after every claimed item has finished, under the lock, so no thread
  * touches a run after that.
@@ -10,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #define THREADS_MAX 64
 
@@ -22,10 +24,18 @@ typedef struct io_run {
     struct io_run *link;
 } io_run;
 
+typedef struct io_task {
+    void (*fn)(void *user);
+    void *user;
+    struct io_task *next;
+} io_task;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
-static io_run *queue; /* runs with items not yet claimed */
+static io_run *queue;               /* runs with items not yet claimed */
+static io_task *tasks, *tasks_tail; /* started tasks not yet taken, oldest first */
 static int n_threads, n_idle;
+static unsigned generation;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* fork() copies the lock as it is and none of the threads: hold the lock across the fork, then
@@ -34,6 +44,8 @@ static void before_fork(void) { pthread_mutex_lock(&lock); }
 static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
 static void after_fork_child(void) {
     queue = NULL;
+    tasks = tasks_tail = NULL; /* the parent's: it runs them (their memory leaks here) */
+    generation++;
     n_threads = 0;
     n_idle = 0;
     pthread_cond_init(&work, NULL);
@@ -81,14 +93,22 @@ static void *pool_thread(void *arg) {
     pthread_mutex_lock(&lock);
     for (;;) {
         io_run *r = run_wanting_help();
-        if (r == NULL) {
+        if (r != NULL) {
+            r->helpers++;
+            drain(r);
+        } else if (tasks != NULL) {
+            io_task *t = tasks;
+            tasks = t->next;
+            tasks_tail = tasks != NULL ? tasks_tail : NULL;
+            pthread_mutex_unlock(&lock);
+            t->fn(t->user);
+            free(t);
+            pthread_mutex_lock(&lock);
+        } else {
             n_idle++;
             pthread_cond_wait(&work, &lock);
             n_idle--;
-            continue;
         }
-        r->helpers++;
-        drain(r);
     }
     return NULL;
 }
@@ -133,4 +153,37 @@ void sp_io_pool_run(size_t n, int parallel, void (*fn)(void *user, size_t i), vo
     }
     pthread_mutex_unlock(&lock);
     pthread_cond_destroy(&r.finished);
+}
+
+void sp_io_pool_start(void (*fn)(void *user), void *user) {
+    pthread_once(&fork_once, watch_forks);
+    io_task *t = malloc(sizeof *t);
+    if (t == NULL) {
+        fn(user);
+        return;
+    }
+    *t = (io_task){fn, user, NULL};
+    pthread_mutex_lock(&lock);
+    grow(1);
+    if (n_threads == 0) { /* no thread at all: nobody would ever take it */
+        pthread_mutex_unlock(&lock);
+        free(t);
+        fn(user);
+        return;
+    }
+    if (tasks_tail != NULL) {
+        tasks_tail->next = t;
+    } else {
+        tasks = t;
+    }
+    tasks_tail = t;
+    pthread_cond_signal(&work);
+    pthread_mutex_unlock(&lock);
+}
+
+unsigned sp_io_pool_generation(void) {
+    pthread_mutex_lock(&lock);
+    unsigned g = generation;
+    pthread_mutex_unlock(&lock);
+    return g;
 }

@@ -17,4 +17,13 @@
  * be free or startable, the caller runs the items itself: the work is done in every case. */
 void sp_io_pool_run(size_t n, int parallel, void (*fn)(void *user, size_t i), void *user);
 
+/* Call fn(user) on one of the pool's threads and return at once (a request sent ahead of the
+ * read that will want its answer). Tasks start in the order given. Should no pool thread be
+ * startable at all, fn runs on the caller before this returns. */
+void sp_io_pool_start(void (*fn)(void *user), void *user);
+
+/* Which process this is, as far as forks go: a number that changes in a child after fork().
+ * Work started before the fork is not done in the child; whoever waits for it checks this. */
+unsigned sp_io_pool_generation(void);
+
 #endif

@@ -354,7 +354,8 @@ void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_
     sp_tile_pos tiles[SP_PREFETCH_TILES];
     size_t count = 0;
     int32_t level = n > 0 ? reqs[0].level : -1;
-    if (!s->prefetch || s->ops->prefetch == NULL || level < 0 || level >= s->n_levels) {
+    if (s == NULL || !s->prefetch || s->ops->prefetch == NULL || level < 0 ||
+        level >= s->n_levels) {
         return;
     }
     const sp_level *l = &s->levels[level];
@@ -378,7 +379,7 @@ void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_
         uncached_tiles(s, level, 1, col0, row0, cols, cols * rows, 0, tiles, &count,
                        SP_PREFETCH_TILES);
     }
-    if (count >= 2) {
+    if (count > 0) {
         s->ops->prefetch(s, l, tiles, count);
     }
 }

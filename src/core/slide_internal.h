@@ -118,8 +118,9 @@ sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void
                                    int64_t ly, int64_t w, int64_t h, int64_t shared);
 
 /* Announce the tiles of several regions of slide `s` at one level (reqs[0]'s; others are
- * skipped) that will be read next, up to SP_PREFETCH_TILES, so that a remote slide fetches them
- * at once (batched reads, batch.c). Advice only; nothing when the slide's data is local. */
+ * skipped) that will be read soon, up to SP_PREFETCH_TILES, so that a remote slide sends for
+ * them at once (batched reads, batch.c); returns without waiting for them. Advice only; nothing
+ * when the slide's data is local (or s is NULL). */
 void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_t n);
 
 /* Record a data error on the slide if none is recorded yet (thread-safe). */

@@ -16,8 +16,10 @@
  *
  * Metadata parsing is in zarr_meta.c; here are the files: every read goes through a byte source
  * opened per chunk file (io/store.h, which tells a missing file from a failing one alike on disk
- * and remotely), or per shard, kept open in the process's shard table (zarr_shards.c). Nothing
- * else mutable is kept after open, so tiles can be read from any number of threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
+ * and remotely), or per shard, kept open in the process's shard table (zarr_shards.c). A remote
+ * store also keeps the chunk files sent for ahead of their reads (io/store_prefetch.h), which the
+ * region painter announces (zarr_prefetch); both tables lock, so tiles can be read from any
+ * number of threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
  * the source slide's properties and associated images, and the completion marker of a converted
  * store gives "slidepipe.dataset-hash".
  */
@@ -76,17 +78,40 @@ static sp_status open_data_file(const char *path, uint64_t expected, sp_source *
     return sp_store_open(path, (size_t)(expected < most ? expected : most), src, missing, err);
 }
 
-/* Read a whole small file (metadata) into a NUL-terminated buffer, bounded by `max`. A file that
- * does not exist sets *missing (SP_OK, *out NULL) when `missing` is given, else is an error. */
-static sp_status read_small_file(const char *path, uint64_t max, const char *what, char **out,
-                                 size_t *len, bool *missing, sp_err *err) {
+/* The file at `path` taken from the files a remote store's slide sent for ahead of their reads
+ * (`kept`, NULL for none) as a source over its bytes (*owned, to free after the source), or
+ * *absent; false when nothing was kept for it. */
+static bool take_kept(sp_store_prefetch *kept, const char *path, sp_source **src, uint8_t **owned,
+                      bool *absent) {
+    uint64_t n = 0;
+    sp_err ignored = {0};
+    if (kept == NULL || !sp_store_prefetch_take(kept, path, owned, &n, absent)) {
+        return false;
+    }
+    if (!*absent && sp_source_open_memory(*owned, (size_t)n, path, src, &ignored) != SP_OK) {
+        free(*owned);
+        *owned = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Read a whole small file (metadata) into a NUL-terminated buffer, bounded by `max`, taking it
+ * from `kept` when it was sent for ahead. A file that does not exist sets *missing (SP_OK, *out
+ * NULL) when `missing` is given, else is an error. */
+static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint64_t max,
+                                 const char *what, char **out, size_t *len, bool *missing,
+                                 sp_err *err) {
     *out = NULL;
     if (missing != NULL) {
         *missing = false;
     }
     sp_source *src = NULL;
+    uint8_t *owned = NULL;
     bool absent = false;
-    sp_status st = sp_store_open(path, 0, &src, &absent, err);
+    sp_status st = take_kept(kept, path, &src, &owned, &absent)
+                       ? SP_OK
+                       : sp_store_open(path, 0, &src, &absent, err);
     if (st == SP_OK && absent) {
         if (missing != NULL) {
             *missing = true;
@@ -95,6 +120,7 @@ static sp_status read_small_file(const char *path, uint64_t max, const char *wha
         st = sp_err_set(err, SP_E_CORRUPT, "%s is missing", what);
     }
     if (st != SP_OK) {
+        free(owned);
         return st;
     }
     uint64_t size = sp_source_size(src);
@@ -110,6 +136,7 @@ static sp_status read_small_file(const char *path, uint64_t max, const char *wha
         st = sp_source_read(src, 0, text, (size_t)size, err);
     }
     sp_source_close(src);
+    free(owned);
     if (st != SP_OK) {
         free(text);
         return st;
@@ -141,8 +168,10 @@ static sp_status read_metadata(const sp_slide *s, const char *dir, const char *l
     char where[512];
     where_of(where, sizeof where, label, name);
     sp_err local = {0};
-    sp_status st = read_small_file(path, (uint64_t)s->limits.value[SP_LIMIT_MAX_METADATA], where,
-                                   text, len, missing, &local);
+    const zarr_slide *z = s->priv;
+    sp_status st = read_small_file(z->prefetched, path,
+                                   (uint64_t)s->limits.value[SP_LIMIT_MAX_METADATA], where, text,
+                                   len, missing, &local);
     free(path);
     return st == SP_OK ? SP_OK : sp_err_set(err, local.status, "%s", local.msg);
 }
@@ -746,7 +775,7 @@ static void zarr_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *til
     }
     if (!m->sharded) {
         sp_store_prefetch_files(z->prefetched, (const char *const *)paths, (size_t)found,
-                                chunk_file_guess(m), &s->limits);
+                                chunk_file_guess(m));
         for (int64_t i = 0; i < found; i++) {
             free(paths[i]);
         }
@@ -886,7 +915,8 @@ static sp_status add_dataset_hash(sp_slide *s, const char *root, sp_err *err) {
     sp_err ignored = {0};
     bool missing = false;
     bool have =
-        read_small_file(path, 4096, SP_ZARR_COMPLETE, &text, &len, &missing, &ignored) == SP_OK &&
+        read_small_file(((zarr_slide *)s->priv)->prefetched, path, 4096, SP_ZARR_COMPLETE, &text,
+                        &len, &missing, &ignored) == SP_OK &&
         !missing;
     free(path);
     sp_status st = SP_OK;
@@ -948,6 +978,30 @@ static sp_status add_properties(sp_slide *s, const char *root, const sp_zarr_gro
     return st;
 }
 
+/* Send for the metadata files that opening reads next, all at once: each level's and associated
+ * image's array metadata and the completion marker (one round trip, not one each). */
+static void announce_metadata(sp_store_prefetch *kept, const char *root, const char *group_dir,
+                              const sp_zarr_group_meta *g) {
+    enum { MOST = 64 };
+    char *paths[MOST];
+    size_t n = 0;
+    const char *name = g->zarr_format == 3 ? "zarr.json" : ".zarray";
+    for (int32_t i = 0; i < g->n_datasets + g->n_associated && n < MOST - 1; i++) {
+        const char *path = i < g->n_datasets ? g->datasets[i].path
+                                             : g->associated[i - g->n_datasets].path;
+        char *dir = sp_path_join(group_dir, path);
+        paths[n] = dir != NULL ? sp_path_join(dir, name) : NULL;
+        free(dir);
+        n += paths[n] != NULL;
+    }
+    paths[n] = sp_path_join(root, SP_ZARR_COMPLETE);
+    n += paths[n] != NULL;
+    sp_store_prefetch_files(kept, (const char *const *)paths, n, 0);
+    for (size_t i = 0; i < n; i++) {
+        free(paths[i]);
+    }
+}
+
 static sp_status zarr_open(sp_slide *s, sp_probe *p, sp_err *err) {
     zarr_slide *z = calloc(1, sizeof *z);
     if (z == NULL) {
@@ -970,8 +1024,11 @@ static sp_status zarr_open(sp_slide *s, sp_probe *p, sp_err *err) {
         }
     }
     if (st == SP_OK && sp_store_is_remote(root)) {
-        z->prefetched = sp_store_prefetch_new();
+        z->prefetched = sp_store_prefetch_new(&s->limits);
         s->prefetch = z->prefetched != NULL;
+    }
+    if (st == SP_OK && z->prefetched != NULL) {
+        announce_metadata(z->prefetched, root, group_dir, &g);
     }
     int32_t base = 0;
     if (st == SP_OK) {

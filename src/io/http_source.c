@@ -1,25 +1,17 @@
-/* http_source.c — a byte source over an HTTP(S) object, read with Range requests through libcurl.
+/* http_source.c — a byte source over an HTTP(S) object: its requests, through libcurl.
  *
- * Slide parsers make many small reads (TIFF directories, tag arrays, tile tables) before the large
- * ones (tiles), and a request costs a round trip, so reads under one block go through a small
- * cache of aligned 64 KiB blocks, filled one request each; larger reads are one request of their
- * own. Opening reads the object's head (64 KiB, or what the caller expects to need: a whole Zarr
+ * Opening reads the object's head (64 KiB, or what the caller expects to need: a whole Zarr
  * chunk, say), which is kept, and learns the object's size and ETag from that response; every
  * later request sends If-Match with the ETag, so an object replaced while it is read is an error,
  * not a mix of two objects' bytes. Every response is checked before its bytes are used
  * (http_source.h). libcurl handles, and with them their open connections, are pooled for the
  * whole process, so opening one object after another (the chunks of a remote Zarr store) does not
- * connect and shake hands again each time. A region read that needs several tiles tells the
- * source their byte ranges first (prefetch): their blocks, and ranges too large for a block, are
- * then requested at once on up to SLIDEPIPE_HTTP_PARALLEL threads (default 16) and kept for the
- * reads, so the read waits about one round trip instead of one per tile. Where requests come
- * back within a millisecond (a server on the same machine or rack) there is no wait to save and
- * handing requests to other threads would only cost CPU, so prefetching waits until requests are
- * seen to take longer.
+ * connect and shake hands again each time. What reads do with the requests (a block cache,
+ * requests sent ahead) is in http_cache.c.
  */
 #include "io/http_source.h"
 
-#include "core/io_pool.h"
+#include "io/http_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,48 +21,10 @@
 #include <strings.h>
 #include <time.h>
 
-#define BLOCK_SIZE ((size_t)64 << 10)
-#define CACHE_BLOCKS 32 /* 2 MiB a remote slide */
-#define POOL_MAX 64     /* idle handles (connections) kept by the process */
+#define POOL_MAX 64 /* idle handles (connections) kept by the process */
 #define ERROR_BODY_MAX 2048
-#define ETAG_MAX 256
-#define PREFETCH_BLOCKS (CACHE_BLOCKS / 2) /* a prefetch never replaces the whole block cache */
-#define HELD_MAX 16                        /* prefetched ranges larger than a block, kept... */
-#define HELD_BYTES ((size_t)16 << 20)      /* ...up to this many bytes a source */
 #define PARALLEL_DEFAULT 16
-#define PREFETCH_MIN_WAIT_US 1000 /* prefetch only where a request takes this long */
-
-typedef struct cached_block {
-    uint64_t index;
-    uint64_t last_use; /* 0: empty slot */
-    size_t len;
-    unsigned char *data;
-} cached_block;
-
-/* A prefetched range of at least a block, kept until the read that asks for exactly it. */
-typedef struct held_range {
-    uint64_t offset;
-    size_t len;
-    uint64_t since;
-    unsigned char *data; /* NULL: empty slot */
-} held_range;
-
-typedef struct http_ctx {
-    char *url;
-    char *name;
-    sp_http_signer signer;
-    long stall_timeout_s;
-    int parallel; /* requests a prefetch sends at once; 1: no prefetching */
-    uint64_t size;
-    char etag[ETAG_MAX]; /* "" when the server sends none */
-    unsigned char *head; /* the object's first head_len bytes, from the opening request */
-    size_t head_len;
-    pthread_mutex_t lock; /* guards blocks, held ranges and clock */
-    cached_block blocks[CACHE_BLOCKS];
-    held_range held[HELD_MAX];
-    size_t held_bytes;
-    uint64_t clock;
-} http_ctx;
+#define PREFETCH_MIN_WAIT_US 1000 /* send requests ahead only where one waits this long */
 
 /* What one response delivered. */
 typedef struct transfer {
@@ -82,7 +36,7 @@ typedef struct transfer {
     bool have_range;
     uint64_t first, last, total;
     bool bad_range_header;
-    char etag[ETAG_MAX];
+    char etag[SP_HTTP_ETAG_MAX];
     char error_body[ERROR_BODY_MAX + 1];
     size_t error_len;
 } transfer;
@@ -167,7 +121,7 @@ static size_t on_header(char *line, size_t size, size_t count, void *userdata) {
         t->have_range = sp_http_parse_content_range(v, vn, &t->first, &t->last, &t->total);
         t->bad_range_header = !t->have_range;
     } else if (header_value(line, n, "ETag", &v, &vn)) {
-        if (vn < ETAG_MAX) {
+        if (vn < SP_HTTP_ETAG_MAX) {
             memcpy(t->etag, v, vn);
             t->etag[vn] = '\0';
         }
@@ -381,11 +335,8 @@ bool sp_http_prefetch_pays(void) {
     return atomic_load_explicit(&recent_request_us, memory_order_relaxed) >= PREFETCH_MIN_WAIT_US;
 }
 
-/* GET bytes [offset, offset + len) into buf, in at most `attempts` tries. `open` is the first
- * request, which learns the size: there the server may answer with fewer bytes than asked (a
- * shorter object). */
-static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open, int attempts,
-                       size_t *got, sp_err *err) {
+sp_status sp_http_fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open,
+                        int attempts, size_t *got, sp_err *err) {
     char range[64];
     snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)offset,
              (unsigned long long)(offset + len - 1));
@@ -466,268 +417,34 @@ static sp_status fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool
     return st;
 }
 
-/* Block `index` from the cache into dst (n bytes from `from` within it); false on a miss. */
-static bool cache_copy(http_ctx *h, uint64_t index, size_t from, void *dst, size_t n) {
-    bool hit = false;
+void sp_http_ctx_release(http_ctx *h) {
     pthread_mutex_lock(&h->lock);
-    for (int i = 0; i < CACHE_BLOCKS; i++) {
-        cached_block *b = &h->blocks[i];
-        if (b->last_use != 0 && b->index == index && from + n <= b->len) {
-            memcpy(dst, b->data + from, n);
-            b->last_use = ++h->clock;
-            hit = true;
-            break;
-        }
-    }
+    bool last = --h->refs == 0;
     pthread_mutex_unlock(&h->lock);
-    return hit;
-}
-
-/* Keep `data` (malloc'd, len bytes) as block `index`, replacing the least recently used. */
-static void cache_put(http_ctx *h, uint64_t index, unsigned char *data, size_t len) {
-    pthread_mutex_lock(&h->lock);
-    cached_block *victim = &h->blocks[0];
-    for (int i = 0; i < CACHE_BLOCKS; i++) {
-        cached_block *b = &h->blocks[i];
-        if (b->last_use != 0 && b->index == index) {
-            victim = b; /* another reader fetched it meanwhile */
-            break;
-        }
-        if (b->last_use < victim->last_use) {
-            victim = b;
-        }
+    if (!last) {
+        return;
     }
-    unsigned char *old = victim->data;
-    victim->data = data;
-    victim->len = len;
-    victim->index = index;
-    victim->last_use = ++h->clock;
-    pthread_mutex_unlock(&h->lock);
-    free(old);
-}
-
-static sp_status read_small(http_ctx *h, uint64_t offset, unsigned char *buf, size_t len,
-                            sp_err *err) {
-    while (len > 0) {
-        uint64_t index = offset / BLOCK_SIZE;
-        size_t from = (size_t)(offset % BLOCK_SIZE);
-        size_t n = BLOCK_SIZE - from < len ? BLOCK_SIZE - from : len;
-        if (!cache_copy(h, index, from, buf, n)) {
-            uint64_t start = index * BLOCK_SIZE;
-            size_t block_len =
-                h->size - start < BLOCK_SIZE ? (size_t)(h->size - start) : BLOCK_SIZE;
-            unsigned char *data = malloc(block_len);
-            size_t got = 0;
-            if (data == NULL) {
-                return sp_err_set(err, SP_E_NOMEM, "%s: out of memory", h->name);
-            }
-            sp_status st = fetch(h, start, block_len, data, false, SP_HTTP_ATTEMPTS, &got, err);
-            if (st != SP_OK) {
-                free(data);
-                return st;
-            }
-            memcpy(buf, data + from, n);
-            cache_put(h, index, data, block_len);
-        }
-        offset += n;
-        buf += n;
-        len -= n;
-    }
-    return SP_OK;
-}
-
-/* Copy the held range [offset, offset + len) into buf and let it go; false when none is held. */
-static bool held_take(http_ctx *h, uint64_t offset, size_t len, void *buf) {
-    unsigned char *data = NULL;
-    pthread_mutex_lock(&h->lock);
-    for (int i = 0; i < HELD_MAX && data == NULL; i++) {
-        held_range *r = &h->held[i];
-        if (r->data != NULL && r->offset == offset && r->len == len) {
-            data = r->data;
-            r->data = NULL;
-            h->held_bytes -= len;
-        }
-    }
-    pthread_mutex_unlock(&h->lock);
-    if (data != NULL) {
-        memcpy(buf, data, len);
-        free(data);
-    }
-    return data != NULL;
-}
-
-/* Keep `data` (malloc'd) as the range [offset, offset + len), letting the oldest ranges go while
- * the slots or the byte budget are full. */
-static void held_put(http_ctx *h, uint64_t offset, size_t len, unsigned char *data) {
-    pthread_mutex_lock(&h->lock);
-    for (;;) {
-        held_range *empty = NULL, *oldest = NULL;
-        for (int i = 0; i < HELD_MAX; i++) {
-            held_range *r = &h->held[i];
-            if (r->data == NULL) {
-                empty = empty != NULL ? empty : r;
-            } else if (r->offset == offset && r->len == len) {
-                pthread_mutex_unlock(&h->lock); /* another prefetch got it meanwhile */
-                free(data);
-                return;
-            } else if (oldest == NULL || r->since < oldest->since) {
-                oldest = r;
-            }
-        }
-        if (empty != NULL && h->held_bytes + len <= HELD_BYTES) {
-            *empty = (held_range){offset, len, ++h->clock, data};
-            h->held_bytes += len;
-            break;
-        }
-        if (oldest == NULL) { /* larger than the whole budget */
-            pthread_mutex_unlock(&h->lock);
-            free(data);
-            return;
-        }
-        free(oldest->data);
-        oldest->data = NULL;
-        h->held_bytes -= oldest->len;
-    }
-    pthread_mutex_unlock(&h->lock);
-}
-
-static bool block_cached(http_ctx *h, uint64_t index) {
-    bool hit = false;
-    pthread_mutex_lock(&h->lock);
-    for (int i = 0; i < CACHE_BLOCKS && !hit; i++) {
-        hit = h->blocks[i].last_use != 0 && h->blocks[i].index == index;
-    }
-    pthread_mutex_unlock(&h->lock);
-    return hit;
-}
-
-/* One request of a prefetch: a block for the cache, or a larger range to hold. */
-typedef struct prefetch_item {
-    uint64_t offset;
-    size_t len;
-    bool block;
-} prefetch_item;
-
-typedef struct prefetch_job {
-    http_ctx *h;
-    const prefetch_item *items;
-} prefetch_job;
-
-/* Fetch item i in one try: a failure is left for the read that needs those bytes to meet, with
- * its retries and its message. */
-static void prefetch_one(void *user, size_t i) {
-    const prefetch_job *job = user;
-    const prefetch_item *it = &job->items[i];
-    unsigned char *data = malloc(it->len);
-    size_t got = 0;
-    sp_err ignored = {0};
-    if (data == NULL || fetch(job->h, it->offset, it->len, data, false, 1, &got, &ignored) != SP_OK) {
-        free(data);
-    } else if (it->block) {
-        cache_put(job->h, it->offset / BLOCK_SIZE, data, it->len);
-    } else {
-        held_put(job->h, it->offset, it->len, data);
-    }
-}
-
-static bool listed(const prefetch_item *items, size_t n, uint64_t offset, size_t len) {
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].offset == offset && items[i].len == len) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The requests that reads of `ranges` would make and that nothing holds yet, as http_read_at
- * would make them (reads within the head need none); sent at once when there are two or more. */
-static void http_prefetch(void *ctx, const sp_byte_range *ranges, size_t n) {
-    http_ctx *h = ctx;
-    prefetch_item items[PREFETCH_BLOCKS + HELD_MAX];
-    size_t count = 0, blocks = 0, held = 0, held_bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t offset = ranges[i].offset;
-        if (offset >= h->size || ranges[i].length == 0) {
-            continue;
-        }
-        size_t len = ranges[i].length < h->size - offset ? (size_t)ranges[i].length
-                                                          : (size_t)(h->size - offset);
-        if (offset + len <= h->head_len) {
-            continue;
-        }
-        if (len >= BLOCK_SIZE) {
-            if (held < HELD_MAX && held_bytes + len <= HELD_BYTES &&
-                !listed(items, count, offset, len)) {
-                items[count++] = (prefetch_item){offset, len, false};
-                held++;
-                held_bytes += len;
-            }
-            continue;
-        }
-        for (uint64_t index = offset / BLOCK_SIZE;
-             index <= (offset + len - 1) / BLOCK_SIZE && blocks < PREFETCH_BLOCKS; index++) {
-            uint64_t start = index * BLOCK_SIZE;
-            size_t block_len = h->size - start < BLOCK_SIZE ? (size_t)(h->size - start) : BLOCK_SIZE;
-            if (!listed(items, count, start, block_len) && !block_cached(h, index)) {
-                items[count++] = (prefetch_item){start, block_len, true};
-                blocks++;
-            }
-        }
-    }
-    int threads = (size_t)h->parallel < count ? h->parallel : (int)count;
-    if (threads >= 2 && sp_http_prefetch_pays()) {
-        prefetch_job job = {h, items};
-        sp_io_pool_run(count, threads, prefetch_one, &job);
-    }
-}
-
-static sp_status http_read_at(void *ctx, uint64_t offset, void *buf, size_t len, size_t *got,
-                              sp_err *err) {
-    http_ctx *h = ctx;
-    *got = 0;
-    if (offset >= h->size || len == 0) {
-        return SP_OK;
-    }
-    if (len > h->size - offset) {
-        len = (size_t)(h->size - offset);
-    }
-    if (offset + len <= h->head_len) {
-        memcpy(buf, h->head + offset, len);
-        *got = len;
-        return SP_OK;
-    }
-    if (len >= BLOCK_SIZE && held_take(h, offset, len, buf)) {
-        *got = len;
-        return SP_OK;
-    }
-    sp_status st = len < BLOCK_SIZE
-                       ? read_small(h, offset, buf, len, err)
-                       : fetch(h, offset, len, buf, false, SP_HTTP_ATTEMPTS, got, err);
-    if (st == SP_OK) {
-        *got = len;
-    }
-    return st;
-}
-
-static void http_close(void *ctx) {
-    http_ctx *h = ctx;
     free(h->head);
-    for (int i = 0; i < CACHE_BLOCKS; i++) {
+    for (int i = 0; i < SP_HTTP_CACHE_BLOCKS; i++) {
         free(h->blocks[i].data);
     }
-    for (int i = 0; i < HELD_MAX; i++) {
+    for (int i = 0; i < SP_HTTP_HELD_MAX; i++) {
         free(h->held[i].data);
     }
     if (h->signer.free_ctx != NULL) {
         h->signer.free_ctx(h->signer.ctx);
     }
+    pthread_cond_destroy(&h->arrived);
     pthread_mutex_destroy(&h->lock);
     free(h->url);
     free(h->name);
     free(h);
 }
 
-static const sp_source_impl HTTP_IMPL = {http_read_at, http_close, http_prefetch};
+/* The source lets go of its object; requests sent ahead and still out keep it until answered. */
+static void http_close(void *ctx) { sp_http_ctx_release(ctx); }
+
+static const sp_source_impl HTTP_IMPL = {sp_http_read_at, http_close, sp_http_prefetch};
 
 int sp_http_parallel(void) {
     const char *v = getenv("SLIDEPIPE_HTTP_PARALLEL");
@@ -748,7 +465,7 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
     *out = NULL;
     sp_http_signer none = {0};
     const sp_http_signer *sg = signer != NULL ? signer : &none;
-    head_len = head_len < BLOCK_SIZE ? BLOCK_SIZE : head_len;
+    head_len = head_len < SP_HTTP_BLOCK ? SP_HTTP_BLOCK : head_len;
     pthread_once(&curl_once, init_curl);
     http_ctx *h = calloc(1, sizeof *h);
     unsigned char *head = malloc(head_len);
@@ -771,14 +488,16 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
     h->signer = *sg;
     h->stall_timeout_s = sp_http_stall_timeout();
     h->parallel = sp_http_parallel();
+    h->refs = 1;
     pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->arrived, NULL);
     if (curl_init_result != CURLE_OK) {
         free(head);
         http_close(h);
         return sp_err_set(err, SP_E_IO, "%s: libcurl failed to initialise", name ? name : url);
     }
     size_t got = 0;
-    sp_status st = fetch(h, 0, head_len, head, true, SP_HTTP_ATTEMPTS, &got, err);
+    sp_status st = sp_http_fetch(h, 0, head_len, head, true, SP_HTTP_ATTEMPTS, &got, err);
     if (st != SP_OK) {
         free(head);
         http_close(h);

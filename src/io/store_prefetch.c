@@ -9,28 +9,35 @@
 #include "io/http_source.h"
 #include "io/store.h"
 
-#define KEPT_MAX 32
+#define KEPT_MAX 64
 #define KEPT_BYTES ((uint64_t)64 << 20)
 
 typedef struct kept_file {
     char *path; /* NULL: empty slot */
     uint8_t *bytes;
     uint64_t len;
-    bool missing;
+    bool missing, pending;
+    unsigned generation; /* sp_io_pool_generation() when it was sent for */
     uint64_t since;
 } kept_file;
 
 struct sp_store_prefetch {
-    pthread_mutex_t lock;
+    pthread_mutex_t lock;   /* guards what follows */
+    pthread_cond_t arrived; /* broadcast when a file sent for has come (or failed) */
+    int refs;               /* the owner's, and one for each file on its way */
+    sp_limits limits;
     kept_file kept[KEPT_MAX];
     uint64_t kept_bytes;
     uint64_t clock;
 };
 
-sp_store_prefetch *sp_store_prefetch_new(void) {
+sp_store_prefetch *sp_store_prefetch_new(const sp_limits *limits) {
     sp_store_prefetch *p = calloc(1, sizeof *p);
     if (p != NULL) {
         pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->arrived, NULL);
+        p->refs = 1;
+        p->limits = *limits;
     }
     return p;
 }
@@ -42,8 +49,11 @@ static void clear(sp_store_prefetch *p, kept_file *k) {
     *k = (kept_file){0};
 }
 
-void sp_store_prefetch_free(sp_store_prefetch *p) {
-    if (p == NULL) {
+static void release(sp_store_prefetch *p) {
+    pthread_mutex_lock(&p->lock);
+    bool last = --p->refs == 0;
+    pthread_mutex_unlock(&p->lock);
+    if (!last) {
         return;
     }
     for (int i = 0; i < KEPT_MAX; i++) {
@@ -51,8 +61,15 @@ void sp_store_prefetch_free(sp_store_prefetch *p) {
             clear(p, &p->kept[i]);
         }
     }
+    pthread_cond_destroy(&p->arrived);
     pthread_mutex_destroy(&p->lock);
     free(p);
+}
+
+void sp_store_prefetch_free(sp_store_prefetch *p) {
+    if (p != NULL) {
+        release(p); /* files still on their way keep it until they come */
+    }
 }
 
 static kept_file *find(sp_store_prefetch *p, const char *path) {
@@ -64,101 +81,166 @@ static kept_file *find(sp_store_prefetch *p, const char *path) {
     return NULL;
 }
 
-/* Keep `f` (its path and bytes now owned here), letting the oldest go while the slots or the
- * byte budget are full; a file larger than the whole budget is not kept. */
-static void keep(sp_store_prefetch *p, kept_file f) {
-    pthread_mutex_lock(&p->lock);
-    bool fits = f.len <= KEPT_BYTES && find(p, f.path) == NULL;
-    while (fits) {
-        kept_file *empty = NULL, *oldest = NULL;
+/* A file sent for by the parent of this forked process never comes here: forget it, and the
+ * reference its fetch held. Lock held; true when k was such a file. */
+static bool forget_orphan(sp_store_prefetch *p, kept_file *k) {
+    if (!k->pending || k->generation == sp_io_pool_generation()) {
+        return false;
+    }
+    clear(p, k);
+    p->refs--;
+    return true;
+}
+
+/* Let the oldest ready files go until `len` more bytes fit the budget, sparing `keep`; false
+ * when they do not fit even then. Lock held. */
+static bool make_room(sp_store_prefetch *p, uint64_t len, const kept_file *keep) {
+    while (p->kept_bytes + len > KEPT_BYTES) {
+        kept_file *oldest = NULL;
         for (int i = 0; i < KEPT_MAX; i++) {
             kept_file *k = &p->kept[i];
-            if (k->path == NULL) {
-                empty = empty != NULL ? empty : k;
-            } else if (oldest == NULL || k->since < oldest->since) {
+            if (k->path != NULL && !k->pending && k != keep &&
+                (oldest == NULL || k->since < oldest->since)) {
                 oldest = k;
             }
         }
-        if (empty != NULL && p->kept_bytes + f.len <= KEPT_BYTES) {
-            f.since = ++p->clock;
-            *empty = f;
-            p->kept_bytes += f.len;
-            pthread_mutex_unlock(&p->lock);
-            return;
+        if (oldest == NULL) {
+            return false;
         }
         clear(p, oldest);
     }
-    pthread_mutex_unlock(&p->lock);
-    free(f.path);
-    free(f.bytes);
+    return true;
+}
+
+/* An empty slot, emptying the oldest file that has come (and was never taken) if need be; NULL
+ * when every slot waits for a file. Lock held. */
+static kept_file *free_slot(sp_store_prefetch *p) {
+    kept_file *oldest = NULL;
+    for (int i = 0; i < KEPT_MAX; i++) {
+        kept_file *k = &p->kept[i];
+        if (k->path == NULL) {
+            return k;
+        }
+        if (!k->pending && (oldest == NULL || k->since < oldest->since)) {
+            oldest = k;
+        }
+    }
+    if (oldest != NULL) {
+        clear(p, oldest);
+    }
+    return oldest;
 }
 
 typedef struct fetch_job {
     sp_store_prefetch *p;
-    const char *const *paths;
+    char *path;
     size_t expected;
-    const sp_limits *limits;
 } fetch_job;
 
-/* Fetch file i whole; on any failure keep nothing (its read will meet the failure). */
-static void fetch_one(void *user, size_t i) {
-    const fetch_job *job = user;
+/* Fetch one file whole and fill its place; on any failure empty the place (its read will meet
+ * the failure itself). */
+static void fetch_one(void *user) {
+    fetch_job *job = user;
+    sp_store_prefetch *p = job->p;
     sp_source *src = NULL;
     sp_err ignored = {0};
-    kept_file f = {0};
-    if (sp_store_open(job->paths[i], job->expected, &src, &f.missing, &ignored) != SP_OK) {
-        return;
+    bool missing = false, ok = false;
+    uint8_t *bytes = NULL;
+    uint64_t len = 0;
+    if (sp_store_open(job->path, job->expected, &src, &missing, &ignored) == SP_OK) {
+        ok = true;
+        if (!missing) {
+            len = sp_source_size(src);
+            ok = sp_alloc(&p->limits, len ? len : 1, "compressed chunk", (void **)&bytes,
+                          &ignored) == SP_OK &&
+                 sp_source_read(src, 0, bytes, (size_t)len, &ignored) == SP_OK;
+        }
+        sp_source_close(src);
     }
-    bool ok = true;
-    if (!f.missing) {
-        f.len = sp_source_size(src);
-        ok = sp_alloc(job->limits, f.len ? f.len : 1, "compressed chunk", (void **)&f.bytes,
-                      &ignored) == SP_OK &&
-             sp_source_read(src, 0, f.bytes, (size_t)f.len, &ignored) == SP_OK;
+    pthread_mutex_lock(&p->lock);
+    kept_file *k = find(p, job->path);
+    if (k != NULL && k->pending) {
+        if (ok && make_room(p, len, k)) {
+            k->bytes = bytes;
+            k->len = len;
+            k->missing = missing;
+            k->pending = false;
+            k->since = ++p->clock;
+            p->kept_bytes += len;
+            bytes = NULL;
+        } else {
+            clear(p, k);
+        }
     }
-    sp_source_close(src);
-    f.path = ok ? strdup(job->paths[i]) : NULL;
-    if (f.path == NULL) {
-        free(f.bytes);
-        return;
-    }
-    keep(job->p, f);
+    pthread_cond_broadcast(&p->arrived);
+    pthread_mutex_unlock(&p->lock);
+    free(bytes);
+    free(job->path);
+    free(job);
+    release(p);
 }
 
 void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
-                             size_t expected, const sp_limits *limits) {
-    const char *wanted[KEPT_MAX];
+                             size_t expected) {
+    int parallel = sp_http_parallel();
+    if (parallel < 2 || !sp_http_prefetch_pays()) {
+        return;
+    }
+    fetch_job *jobs[64]; /* at most `parallel` <= 64 */
     size_t count = 0;
+    unsigned generation = sp_io_pool_generation();
     pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < n && count < KEPT_MAX; i++) {
-        bool listed = false;
-        for (size_t k = 0; k < count && !listed; k++) {
-            listed = strcmp(wanted[k], paths[i]) == 0;
-        }
-        if (!listed && find(p, paths[i]) == NULL) {
-            wanted[count++] = paths[i];
+    for (int i = 0; i < KEPT_MAX; i++) {
+        if (p->kept[i].path != NULL) {
+            forget_orphan(p, &p->kept[i]);
         }
     }
+    for (size_t i = 0; i < n && count < (size_t)parallel; i++) {
+        if (find(p, paths[i]) != NULL) {
+            continue;
+        }
+        kept_file *slot = free_slot(p);
+        fetch_job *job = slot != NULL ? malloc(sizeof *job) : NULL;
+        char *mine = job != NULL ? strdup(paths[i]) : NULL;
+        char *theirs = mine != NULL ? strdup(paths[i]) : NULL;
+        if (theirs == NULL) {
+            free(job);
+            free(mine);
+            break;
+        }
+        *slot = (kept_file){.path = mine, .pending = true, .generation = generation};
+        *job = (fetch_job){p, theirs, expected};
+        p->refs++;
+        jobs[count++] = job;
+    }
     pthread_mutex_unlock(&p->lock);
-    int parallel = sp_http_parallel();
-    int threads = (size_t)parallel < count ? parallel : (int)count;
-    if (threads >= 2 && sp_http_prefetch_pays()) {
-        fetch_job job = {p, wanted, expected, limits};
-        sp_io_pool_run(count, threads, fetch_one, &job);
+    for (size_t i = 0; i < count; i++) {
+        sp_io_pool_start(fetch_one, jobs[i]);
     }
 }
 
 bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, uint8_t **bytes,
                             uint64_t *len, bool *missing) {
+    bool hit = false;
     pthread_mutex_lock(&p->lock);
-    kept_file *k = find(p, path);
-    if (k != NULL) {
-        *bytes = k->bytes;
-        *len = k->len;
-        *missing = k->missing;
-        k->bytes = NULL;
-        clear(p, k);
+    for (;;) {
+        kept_file *k = find(p, path);
+        if (k != NULL && forget_orphan(p, k)) {
+            k = NULL;
+        }
+        if (k == NULL || !k->pending) {
+            if (k != NULL) {
+                *bytes = k->bytes;
+                *len = k->len;
+                *missing = k->missing;
+                k->bytes = NULL;
+                clear(p, k);
+                hit = true;
+            }
+            break;
+        }
+        pthread_cond_wait(&p->arrived, &p->lock);
     }
     pthread_mutex_unlock(&p->lock);
-    return k != NULL;
+    return hit;
 }

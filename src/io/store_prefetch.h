@@ -1,11 +1,14 @@
 /* store_prefetch.h — files of a store fetched ahead of their reads, all at once.
  *
  * A region read of a remote Zarr store needs several chunk files, each its own object and so its
- * own request. The painter announces them first; they are fetched whole at the same time (on up
- * to SLIDEPIPE_HTTP_PARALLEL threads) and kept here until the chunk reader takes each one, so the
- * read waits about one round trip instead of one per chunk. What is kept is bounded (count and
- * bytes); a file whose fetch failed is simply not kept, and its read fetches it again and reports
- * the failure. A file that does not exist is kept as missing, which is what its read would learn.
+ * own request. The painter announces them first; they are sent for at once (on the process's
+ * waiting threads, up to SLIDEPIPE_HTTP_PARALLEL an announcement) and the call returns; each file is
+ * kept here until the chunk reader takes it, the reader waiting for one still on its way, so the
+ * region waits about one round trip instead of one per chunk and decodes what has come while
+ * the rest arrives. What is kept is bounded (count and bytes); a file whose fetch failed is not
+ * kept, and its read fetches it again and reports the failure. A file that does not exist is
+ * kept as missing, which is what its read would learn. Nothing is sent ahead where requests
+ * answer within a millisecond (sp_http_prefetch_pays).
  */
 #ifndef SP_IO_STORE_PREFETCH_H
 #define SP_IO_STORE_PREFETCH_H
@@ -18,19 +21,22 @@
 
 typedef struct sp_store_prefetch sp_store_prefetch;
 
-/* A new, empty set of kept files; NULL when out of memory. */
-sp_store_prefetch *sp_store_prefetch_new(void);
+/* A new, empty set of kept files whose allocations follow `limits` (copied); NULL when out of
+ * memory. */
+sp_store_prefetch *sp_store_prefetch_new(const sp_limits *limits);
 
-/* Free it with everything it keeps; NULL is accepted. */
+/* Let it go with everything it keeps (files still on their way keep it until they come); NULL
+ * is accepted. */
 void sp_store_prefetch_free(sp_store_prefetch *p);
 
-/* Fetch the files at paths[0..n) (each expected to be about `expected` bytes) that are not kept
- * yet, at once, and keep them. Allocations follow `limits`. Returns when all have been tried. */
+/* Send for the files at paths[0..n) (each expected to be about `expected` bytes) that are
+ * neither kept nor on their way, and return at once. */
 void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
-                             size_t expected, const sp_limits *limits);
+                             size_t expected);
 
-/* Take the kept file at `path`: true with its bytes (*bytes, malloc'd, the caller's to free;
- * *len) or *missing set; false when nothing is kept for it. */
+/* Take the kept file at `path`, waiting for it if it is on its way: true with its bytes (*bytes,
+ * malloc'd, the caller's to free; *len) or *missing set; false when nothing is kept for it (or
+ * its fetch failed). */
 bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, uint8_t **bytes,
                             uint64_t *len, bool *missing);
 

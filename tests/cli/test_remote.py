@@ -230,10 +230,15 @@ def test_refused_connection_is_a_clear_error(run):
     assert proc.stderr.startswith("slidepipe: ") and "connect" in proc.stderr.lower()
 
 
-def test_object_replaced_during_a_read_is_an_error(run, nginx, sp):
+def test_object_replaced_during_a_read_is_an_error(run, nginx, sp, tmp_path):
     """nginx answers If-Match with 412 once the file behind the URL is another one."""
-    # Larger than the source's block cache (2 MiB), so the reader keeps making requests.
-    src = TESTDATA / "aperio/tcga-cr-7395-01a-01-ts1.svs"
+    # Uncompressed 256² tiles (192 KiB, larger than a cache block, so each is a request of its
+    # own), more of them than the 1 MiB tile cache holds: the reader keeps making requests.
+    import tifffile
+    src = tmp_path / "changing.tiff"
+    rng = np.random.default_rng(9)
+    tifffile.imwrite(src, rng.integers(0, 256, (1024, 1024, 3), dtype=np.uint8), tile=(256, 256),
+                     photometric="rgb")
     target = nginx["scratch"] / "changing.tiff"
     shutil.copyfile(src, target)
     env = dict(os.environ, SLIDEPIPE_CACHE_MB="1")

@@ -1,9 +1,11 @@
 /* test_io_pool.c — the process-wide pool of waiting threads (src/core/io_pool.c): every item of
  * a run is called exactly once and the run returns only after all have returned, with one thread
  * or many; several threads running at once each get their own items; items really run side by
- * side (a run whose items wait for each other finishes); and a child forked after the pool has
- * started threads starts its own and finishes its runs. Runs under ThreadSanitizer (make test),
- * which cannot follow a fork from a process with threads: that part is left out there.
+ * side (a run whose items wait for each other finishes); tasks started without waiting each run
+ * once, beside the caller; and a child forked after the pool has started threads sees another
+ * generation, starts its own threads and finishes its runs and tasks. Runs under
+ * ThreadSanitizer (make test), which cannot follow a fork from a process with threads: that part
+ * is left out there.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -77,6 +79,41 @@ static void meet(void *user, size_t i) {
     atomic_fetch_add(&m->met, atomic_load(&m->arrived) >= m->expected);
 }
 
+/* Tasks started without waiting: each counts itself; the caller polls for all of them. */
+typedef struct started {
+    atomic_int calls[ITEMS];
+    atomic_int done;
+} started;
+
+typedef struct task {
+    started *st;
+    int i;
+} task;
+
+static void run_task(void *user) {
+    task *t = user;
+    atomic_fetch_add(&t->st->calls[t->i], 1);
+    atomic_fetch_add(&t->st->done, 1);
+}
+
+/* Start n tasks and wait (up to 10 s) until all have run; how many ran exactly once. */
+static int start_tasks(int n) {
+    static task tasks[ITEMS];
+    started st = {0};
+    for (int i = 0; i < n; i++) {
+        tasks[i] = (task){&st, i};
+        sp_io_pool_start(run_task, &tasks[i]);
+    }
+    for (int waited = 0; waited < 10000 && atomic_load(&st.done) < n; waited++) {
+        usleep(1000);
+    }
+    int once = 0;
+    for (int i = 0; i < n; i++) {
+        once += atomic_load(&st.calls[i]) == 1;
+    }
+    return atomic_load(&st.done) == n ? once : -1;
+}
+
 typedef struct caller {
     pthread_t id;
     int runs_all_once; /* runs whose every item was called once */
@@ -116,6 +153,10 @@ void unit_run(void) {
         CHECK(callers[i].runs_all_once == 40);
     }
 
+    CHECK(start_tasks(ITEMS) == ITEMS);
+    unsigned generation = sp_io_pool_generation();
+    CHECK(sp_io_pool_generation() == generation);
+
 #ifdef UNDER_TSAN
     printf("test_io_pool: the fork check is left out under ThreadSanitizer\n");
 #else
@@ -125,7 +166,9 @@ void unit_run(void) {
         sp_io_pool_run(4, 4, meet, &cm);
         int child_once, child_most;
         one_run(ITEMS, 8, &child_once, &child_most);
-        _exit(atomic_load(&cm.met) == 4 && child_once == ITEMS ? 0 : 1);
+        bool ok = atomic_load(&cm.met) == 4 && child_once == ITEMS &&
+                  sp_io_pool_generation() != generation && start_tasks(50) == 50;
+        _exit(ok ? 0 : 1);
     }
     int status = 0;
     CHECK(child > 0 && waitpid(child, &status, 0) == child);
