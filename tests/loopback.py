@@ -25,15 +25,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_for_port(port, what, timeout=20.0):
+def wait_for_port(port, what, proc=None, timeout=20.0):
+    """Return once something listens on `port`; RuntimeError when `proc` (the server) exits
+    first or nothing listens within `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
-    raise SystemExit(f"{what} did not listen on port {port}")
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
 
 
 def start_nginx(root, work):
@@ -53,8 +57,8 @@ http {{ access_log off; {temps} keepalive_requests 100000;
         raise SystemExit("needs nginx (apt-get install nginx-light)")
     proc = subprocess.Popen([exe, "-c", conf, "-e", f"{work}/error.log"], stdout=subprocess.DEVNULL)
     try:
-        wait_for_port(port, "nginx")
-    except SystemExit:
+        wait_for_port(port, "nginx", proc)
+    except RuntimeError:
         proc.terminate()
         raise
     return proc, port

@@ -18,7 +18,6 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loopback import LatencyProxy
+from loopback import LatencyProxy, free_port, wait_for_port
 
 TESTDATA = Path(os.environ.get("SP_TESTDATA", Path(__file__).resolve().parents[2].parent / "shared" / "testdata"))
 # Single-file slides of each container: Aperio JPEG and JPEG 2000, generic TIFF (zstd), OME-TIFF.
@@ -40,25 +39,6 @@ SLIDES = [
 REGION = ["--level", "0", "--x", "100", "--y", "200", "--width", "700", "--height", "500"]
 
 pytestmark = pytest.mark.skipif(not TESTDATA.is_dir(), reason=f"no shared test data at {TESTDATA}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +67,7 @@ http {{
     proc = subprocess.Popen([exe, "-c", str(work / "nginx.conf"), "-e", str(work / "error.log")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_for_port(port, proc, "nginx")
+        wait_for_port(port, "nginx", proc)
         yield {"url": f"http://127.0.0.1:{port}", "port": port, "scratch": scratch,
                "log": work / "access.log", "connections": work / "connections.log"}
     finally:
@@ -531,7 +511,7 @@ def s3(tmp_path_factory):
     proc = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for_port(port, proc, "moto_server")
+        wait_for_port(port, "moto_server", proc)
         endpoint = f"http://127.0.0.1:{port}"
         anon = dict(endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="none",
                     aws_secret_access_key="none")
