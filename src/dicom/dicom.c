@@ -1217,6 +1217,20 @@ sp_status sp_dicom_index_frames(sp_dicom *d, sp_err *err) {
     return st;
 }
 
+size_t sp_dicom_frame_ranges(const sp_dicom *d, uint64_t index, sp_byte_range *ranges,
+                             size_t cap) {
+    if (index >= d->n_frames) {
+        return 0;
+    }
+    const sp_dicom_frame *f = &d->frames[index];
+    size_t n = 0;
+    for (uint32_t k = 0; k < f->n_fragments && n < cap; k++) {
+        const sp_dicom_fragment *g = &d->fragments[f->first_fragment + k];
+        ranges[n++] = (sp_byte_range){g->offset, g->length};
+    }
+    return n;
+}
+
 sp_status sp_dicom_read_frame(const sp_dicom *d, uint64_t index, uint8_t **data, size_t *len,
                               sp_err *err) {
     *data = NULL;

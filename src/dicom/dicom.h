@@ -148,6 +148,11 @@ sp_status sp_dicom_open(sp_source *src, const sp_limits *limits, const sp_dicom_
  * fragment items and offset tables. Reads the fragment item headers, not their values. */
 sp_status sp_dicom_index_frames(sp_dicom *dicom, sp_err *err);
 
+/* The byte ranges in the file of frame `index`'s fragments, at most `cap` of them, for sending
+ * for them ahead of sp_dicom_read_frame; returns how many (0 for a frame that does not exist). */
+size_t sp_dicom_frame_ranges(const sp_dicom *dicom, uint64_t index, sp_byte_range *ranges,
+                             size_t cap);
+
 /* Read frame `index` (0-based) whole into a new buffer (*data, freed by the caller). */
 sp_status sp_dicom_read_frame(const sp_dicom *dicom, uint64_t index, uint8_t **data, size_t *len,
                               sp_err *err);

@@ -894,8 +894,38 @@ static void dicom_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
-static const sp_slide_ops dicom_ops = {dicom_read_tile, dicom_read_associated, dicom_destroy,
-                                       dicom_area_scales, dicom_read_tile_area, NULL};
+/* Pass the announced tiles' frame bytes to each member file's source, so that a remote file
+ * sends for them at once. */
+static void dicom_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *tiles, size_t n) {
+    (void)s;
+    const image *im = l->priv;
+    sp_byte_range ranges[2 * SP_PREFETCH_TILES];
+    size_t count = 0;
+    sp_source *src = NULL;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k;
+        uint64_t frame;
+        if (!find_tile(im, tiles[i].col, tiles[i].row, &k, &frame)) {
+            continue;
+        }
+        const instance *in = im->members[k];
+        if (src != in->src || count == sizeof ranges / sizeof ranges[0]) {
+            if (src != NULL) {
+                sp_source_prefetch(src, ranges, count);
+            }
+            src = in->src;
+            count = 0;
+        }
+        count += sp_dicom_frame_ranges(in->dcm, frame, ranges + count,
+                                       sizeof ranges / sizeof ranges[0] - count);
+    }
+    if (src != NULL) {
+        sp_source_prefetch(src, ranges, count);
+    }
+}
+
+static const sp_slide_ops dicom_ops = {dicom_read_tile,   dicom_read_associated, dicom_destroy,
+                                       dicom_area_scales, dicom_read_tile_area,  dicom_prefetch};
 
 /* ---- properties -------------------------------------------------------------------------------
  */
@@ -1164,6 +1194,7 @@ static sp_status dicom_open(sp_slide *s, sp_probe *p, sp_err *err) {
     if (st == SP_OK) {
         st = add_properties(s, level0, err);
     }
+    s->prefetch = st == SP_OK && s->src != NULL && sp_source_can_prefetch(s->src);
     return st;
 }
 

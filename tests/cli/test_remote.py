@@ -128,14 +128,22 @@ def read_far(sp, far, path, region, out, parallel):
     return proxy.most_at_once
 
 
+# Regions whose tiles' bytes lie in several 64 KiB blocks past the head the opening read: tile
+# rows 5 to 8 of the Aperio slide, frames of rows 0 to 2 of the DICOM level.
+AT_ONCE = {
+    "aperio/CMU-1-Small-Region.svs": ["--x", "300", "--y", "1300", "--width", "1200", "--height", "700"],
+    "dicom/cmu-1-small-region/level-0-frames-0-30.dcm": ["--x", "300", "--y", "300", "--width", "900",
+                                                         "--height", "900"],
+}
+
+
+@pytest.mark.parametrize("rel", AT_ONCE)
 @pytest.mark.parametrize("parallel", ["1", "8"])
-def test_region_tiles_are_fetched_at_once(sp, far, parallel, tmp_path):
-    """A region over many tiles of a remote slide sends their requests together: the proxy holds
-    several at the same moment. With SLIDEPIPE_HTTP_PARALLEL=1 they go one after another; the
-    pixels are the same."""
-    rel = "aperio/CMU-1-Small-Region.svs"
-    # Tile rows 5 to 8: their bytes lie in several 64 KiB blocks past the head the opening read.
-    region = ["--level", "0", "--x", "300", "--y", "1300", "--width", "1200", "--height", "700"]
+def test_region_tiles_are_fetched_at_once(sp, far, rel, parallel, tmp_path):
+    """A region over many tiles (frames) of a remote slide sends their requests together: the
+    proxy holds several at the same moment. With SLIDEPIPE_HTTP_PARALLEL=1 they go one after
+    another; the pixels are the same."""
+    region = ["--level", "0", *AT_ONCE[rel]]
     out, local = tmp_path / "remote.rgba", tmp_path / "local.rgba"
     most = read_far(sp, far, rel, region, out, parallel)
     assert sp.run(["region", TESTDATA / rel, *region, "-o", local]).returncode == 0
