@@ -326,6 +326,16 @@ sp_status sp_slide_read_level_area(sp_slide *s, sp_pixel_format fmt, void *dst, 
     return st;
 }
 
+/* The level coordinates (*lx, *ly) of level-0 point (x, y) on level l; false for a far-off
+ * point, whose coordinates would not fit (*lx and *ly are then 0). */
+static bool level_origin(const sp_level *l, int64_t x, int64_t y, int64_t *lx, int64_t *ly) {
+    double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
+    bool near = fabs(lxd) < 9e15 && fabs(lyd) < 9e15;
+    *lx = near ? (int64_t)lxd : 0;
+    *ly = near ? (int64_t)lyd : 0;
+    return near;
+}
+
 sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
                                int32_t level, int64_t x, int64_t y, int64_t w, int64_t h) {
     if (s == NULL || check_buffer(fmt, dst, stride, w, h) != SP_OK) {
@@ -333,9 +343,8 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
     }
     if (level >= 0 && level < s->n_levels) {
         /* Level coordinates of the request's origin; far-off origins are refused. */
-        double ds = s->levels[level].downsample;
-        double lxd = floor((double)x / ds), lyd = floor((double)y / ds);
-        if (w > 0 && h > 0 && !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15)) {
+        int64_t lx, ly;
+        if (!level_origin(&s->levels[level], x, y, &lx, &ly) && w > 0 && h > 0) {
             uint8_t empty[4] = {0, 0, 0, 0};
             if (fmt == SP_PIXEL_RGB8) {
                 memcpy(empty, s->background, 3);
@@ -343,9 +352,7 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
             sp_fill_pixels(dst, stride, w, h, sp_pixel_format_bytes(fmt), empty);
             return SP_E_INVALID_ARG;
         }
-        bool far = !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15);
-        return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, far ? 0 : (int64_t)lxd,
-                                        far ? 0 : (int64_t)lyd, w, h, 0);
+        return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, lx, ly, w, h, 0);
     }
     return sp_slide_read_level_area(s, fmt, dst, stride, level, 1, 0, 0, w, h, 0);
 }
@@ -361,15 +368,15 @@ void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_
     const sp_level *l = &s->levels[level];
     for (size_t i = 0; i < n && count < SP_PREFETCH_TILES; i++) {
         const sp_region_request *r = &reqs[i];
-        double lxd = floor((double)r->x / l->downsample), lyd = floor((double)r->y / l->downsample);
+        int64_t lx, ly;
         if (r->slide != s || r->level != level || r->width <= 0 || r->height <= 0 ||
-            !(fabs(lxd) < 9e15 && fabs(lyd) < 9e15)) {
+            !level_origin(l, r->x, r->y, &lx, &ly)) {
             continue;
         }
         /* The part of the region inside the level, in tiles. */
-        int64_t x0 = lxd > 0 ? (int64_t)lxd : 0, y0 = lyd > 0 ? (int64_t)lyd : 0;
-        int64_t x1 = (int64_t)lxd + r->width < l->width ? (int64_t)lxd + r->width : l->width;
-        int64_t y1 = (int64_t)lyd + r->height < l->height ? (int64_t)lyd + r->height : l->height;
+        int64_t x0 = lx > 0 ? lx : 0, y0 = ly > 0 ? ly : 0;
+        int64_t x1 = lx + r->width < l->width ? lx + r->width : l->width;
+        int64_t y1 = ly + r->height < l->height ? ly + r->height : l->height;
         if (x0 >= x1 || y0 >= y1) {
             continue;
         }

@@ -288,6 +288,11 @@ static void free_array(zarr_array *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* The file that holds an array's metadata in Zarr version `format`. */
+static const char *array_metadata_name(int format) {
+    return format == 3 ? "zarr.json" : ".zarray";
+}
+
 /* Read and parse the array at `path` inside the group. */
 static sp_status load_array(const sp_slide *s, const char *group_dir, const char *group_label,
                             const char *path, int format, zarr_array *a, sp_err *err) {
@@ -298,7 +303,7 @@ static sp_status load_array(const sp_slide *s, const char *group_dir, const char
         free_array(a);
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
-    const char *name = format == 3 ? "zarr.json" : ".zarray";
+    const char *name = array_metadata_name(format);
     char where[512];
     where_of(where, sizeof where, a->label, name);
     char *text = NULL;
@@ -985,7 +990,7 @@ static void announce_metadata(sp_store_prefetch *kept, const char *root, const c
     enum { MOST = 64 };
     char *paths[MOST];
     size_t n = 0;
-    const char *name = g->zarr_format == 3 ? "zarr.json" : ".zarray";
+    const char *name = array_metadata_name(g->zarr_format);
     for (int32_t i = 0; i < g->n_datasets + g->n_associated && n < MOST - 1; i++) {
         const char *path = i < g->n_datasets ? g->datasets[i].path
                                              : g->associated[i - g->n_datasets].path;

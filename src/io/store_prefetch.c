@@ -25,6 +25,7 @@ struct sp_store_prefetch {
     pthread_mutex_t lock;   /* guards what follows */
     pthread_cond_t arrived; /* broadcast when a file sent for has come (or failed) */
     int refs;               /* the owner's, and one for each file on its way */
+    int parallel;           /* files one announcement sends for at most (sp_http_parallel) */
     sp_limits limits;
     kept_file kept[KEPT_MAX];
     uint64_t kept_bytes;
@@ -37,6 +38,7 @@ sp_store_prefetch *sp_store_prefetch_new(const sp_limits *limits) {
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->arrived, NULL);
         p->refs = 1;
+        p->parallel = sp_http_parallel();
         p->limits = *limits;
     }
     return p;
@@ -182,11 +184,10 @@ static void fetch_one(void *user) {
 
 void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
                              size_t expected) {
-    int parallel = sp_http_parallel();
-    if (parallel < 2 || !sp_http_prefetch_pays()) {
+    if (p->parallel < 2 || !sp_http_prefetch_pays()) {
         return;
     }
-    fetch_job *jobs[64]; /* at most `parallel` <= 64 */
+    fetch_job *jobs[64]; /* at most p->parallel <= 64 */
     size_t count = 0;
     unsigned generation = sp_io_pool_generation();
     pthread_mutex_lock(&p->lock);
@@ -195,7 +196,7 @@ void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, siz
             forget_orphan(p, &p->kept[i]);
         }
     }
-    for (size_t i = 0; i < n && count < (size_t)parallel; i++) {
+    for (size_t i = 0; i < n && count < (size_t)p->parallel; i++) {
         if (find(p, paths[i]) != NULL) {
             continue;
         }

@@ -21,8 +21,8 @@
 
 typedef struct sp_store_prefetch sp_store_prefetch;
 
-/* A new, empty set of kept files whose allocations follow `limits` (copied); NULL when out of
- * memory. */
+/* A new, empty set of kept files whose allocations follow `limits` (copied), sending for
+ * SLIDEPIPE_HTTP_PARALLEL files an announcement as it was set now; NULL when out of memory. */
 sp_store_prefetch *sp_store_prefetch_new(const sp_limits *limits);
 
 /* Let it go with everything it keeps (files still on their way keep it until they come); NULL
