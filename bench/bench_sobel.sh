@@ -3,8 +3,9 @@
 # against slidepipe's own whole-level mode, in one invocation on the same input (issue 5;
 # DESIGN.md's "Sobel over a whole level" row). Each run is timed with /usr/bin/time -v (wall time,
 # CPU time = user + system, peak resident memory); the table gives each run's wall time as a
-# multiple of the tile engine's. The load average is printed too: on a shared machine other work
-# stretches wall times, while CPU times stay comparable.
+# multiple of the tile engine's with the same output type (float32 runs against the float32 tile
+# run, 8-bit runs and vips against the uint8 tile run). The load average is printed too: on a
+# shared machine other work stretches wall times, while CPU times stay comparable.
 #
 #   usage: bench/bench_sobel.sh DIR [SLIDEPIPE]
 #     DIR        holds jpeg.tif from ../shared/bench/make-bench-slides.sh DIR 16384
@@ -14,9 +15,11 @@
 # The runs, in this order (the input is read once beforehand so all find it cached):
 #   slidepipe process jpeg.tif OUT.zarr --op sobel                 (defaults: tiles, all cores)
 #   slidepipe process jpeg.tif OUT.zarr --op sobel --mode global   (whole level in memory)
+#   the same two with --dtype uint8                                (magnitudes rounded, clipped)
 #   vips sobel jpeg.tif OUT.v                                      (libvips, its own threads)
 # What they write differs, and the table says so: slidepipe writes float32 magnitudes (the exact
-# scipy.ndimage definition, 3.2 GB raw) compressed into OME-Zarr with a manifest of hashes;
+# scipy.ndimage definition, 3.2 GB raw), or with --dtype uint8 the same rounded and clipped to
+# 255 (0.8 GB raw), compressed into OME-Zarr with a manifest of hashes and made durable;
 # `vips sobel` on 8-bit input writes 8-bit results (its own rounded magnitude, clipped to 255)
 # uncompressed into its native .v file (0.8 GB), with no hashing and no fsync.
 set -euo pipefail
@@ -69,23 +72,30 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= rounds; r++)); do
     run tiled "$tmp/tiled.zarr" "$sp" process "$slide" "$tmp/tiled.zarr" --op sobel
     run global "$tmp/global.zarr" "$sp" process "$slide" "$tmp/global.zarr" --op sobel --mode global
+    run tiled8 "$tmp/tiled8.zarr" "$sp" process "$slide" "$tmp/tiled8.zarr" --op sobel --dtype uint8
+    run global8 "$tmp/global8.zarr" "$sp" process "$slide" "$tmp/global8.zarr" --op sobel \
+        --dtype uint8 --mode global
     run vips "$tmp/vips.v" vips sobel "$slide" "$tmp/vips.v"
 done
 
 size=$(vipsheader -f width "$slide")x$(vipsheader -f height "$slide")
 echo "sobel over $size jpeg.tif; $(nproc) cores; $(date -u +%Y-%m-%d); $rounds round(s);" \
     "load average before: $load"
-printf '%-52s %9s %9s %13s %10s %9s\n' run seconds "CPU s" "peak RSS MB" "output MB" "x slidepipe"
+printf '%-52s %9s %9s %13s %10s %9s\n' run seconds "CPU s" "peak RSS MB" "output MB" "x tiles"
 for ((r = 1; r <= rounds; r++)); do
     read -r sp_s _ _ _ < <(sed -n "${r}p" "$tmp/tiled.rows")
-    for name in tiled global vips; do
+    read -r sp8_s _ _ _ < <(sed -n "${r}p" "$tmp/tiled8.rows")
+    for name in tiled global tiled8 global8 vips; do
         read -r s cpu rss out < <(sed -n "${r}p" "$tmp/$name.rows")
+        base=$sp8_s
         case $name in
-        tiled) label="slidepipe process --op sobel (tiles, float32 Zarr)" ;;
-        global) label="slidepipe process --op sobel --mode global" ;;
+        tiled) label="slidepipe process --op sobel (tiles, float32 Zarr)" base=$sp_s ;;
+        global) label="slidepipe process --op sobel --mode global" base=$sp_s ;;
+        tiled8) label="slidepipe process --op sobel --dtype uint8 (tiles)" ;;
+        global8) label="slidepipe ... --dtype uint8 --mode global" ;;
         vips) label="vips sobel (uchar, uncompressed .v)" ;;
         esac
-        ratio=$(awk -v a="$s" -v b="$sp_s" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
+        ratio=$(awk -v a="$s" -v b="$base" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
         printf '%-52s %9s %9s %13s %10s %9s\n' "$label" "$s" "$cpu" "$rss" "$out" "$ratio"
     done
 done

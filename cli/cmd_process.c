@@ -2,7 +2,8 @@
  * of a slide, tile by tile with halos (sp_process_to_zarr), into an OME-Zarr store, and print its
  * dataset hash. Progress on a terminal as for convert; elsewhere quiet until the result on
  * stdout: "dataset_hash HEX", or with --json {"dataset_hash", "op", "level", "seconds"}.
- * --mode global runs the whole-level baseline (same output, memory of the whole level). */
+ * --mode global runs the whole-level baseline (same output, memory of the whole level);
+ * --dtype uint8 stores a float op's values rounded and clipped to 0..255. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ static const char USAGE[] =
     "slidepipe process SLIDE OUT.zarr --op grey|od|sobel|gaussian:SIGMA|macenko [--level L]\n"
     "         [--chunk N] [--codec zstd|blosc-lz4|blosc-zstd|gzip|none] [--codec-level L]\n"
     "         [--format ome-zarr-0.4|ome-zarr-0.5] [--threads N] [--in-flight N]\n"
-    "         [--mode tiled|global] [--device cpu|cuda] [--json]";
+    "         [--mode tiled|global] [--device cpu|cuda] [--dtype op|uint8] [--json]";
 
 int cmd_process(int argc, char **argv) {
     static const struct option opts[] = {{"op", required_argument, NULL, 'o'},
@@ -28,13 +29,15 @@ int cmd_process(int argc, char **argv) {
                                          {"in-flight", required_argument, NULL, 'i'},
                                          {"mode", required_argument, NULL, 'm'},
                                          {"device", required_argument, NULL, 'd'},
+                                         {"dtype", required_argument, NULL, 'D'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     static const char *const formats[] = {"ome-zarr-0.4", "ome-zarr-0.5"};
     static const char *const modes[] = {"tiled", "global"};
+    static const char *const dtypes[] = {"op", "uint8"};
     /* Option values in sp_process_option order; -1 = not given. */
-    int64_t value[SP_PROCESS_DEVICE + 1];
+    int64_t value[SP_PROCESS_DTYPE + 1];
     for (size_t i = 0; i < sizeof value / sizeof value[0]; i++) {
         value[i] = -1;
     }
@@ -74,6 +77,12 @@ int cmd_process(int argc, char **argv) {
                 return cli_usage_error(USAGE, "bad --device '%s' (cpu or cuda)", optarg);
             }
             value[SP_PROCESS_DEVICE] = strcmp(optarg, "cuda") == 0 ? SP_DEVICE_CUDA : SP_DEVICE_CPU;
+            continue;
+        case 'D':
+            if (!cli_parse_name(optarg, dtypes, 2, &i)) {
+                return cli_usage_error(USAGE, "bad --dtype '%s' (op or uint8)", optarg);
+            }
+            value[SP_PROCESS_DTYPE] = i == 0 ? SP_PROCESS_DTYPE_OP : SP_PROCESS_DTYPE_UINT8;
             continue;
         case 'l':
             which = SP_PROCESS_LEVEL;
@@ -138,7 +147,7 @@ int cmd_process(int argc, char **argv) {
     if (sp_process_options_create(&options) != SP_OK) {
         return cli_fail("out of memory");
     }
-    for (int i = 0; i <= SP_PROCESS_DEVICE; i++) {
+    for (int i = 0; i <= SP_PROCESS_DTYPE; i++) {
         if (value[i] >= 0 &&
             sp_process_options_set(options, (sp_process_option)i, value[i]) != SP_OK) {
             sp_process_options_destroy(options);

@@ -276,6 +276,7 @@ typedef enum sp_process_option {
     SP_PROCESS_IN_FLIGHT = 6,   /* input tiles held at once, 0 = 2 x threads */
     SP_PROCESS_MODE = 7,        /* SP_PROCESS_TILED or SP_PROCESS_GLOBAL */
     SP_PROCESS_DEVICE = 8,      /* SP_DEVICE_CPU or SP_DEVICE_CUDA (tile mode only) */
+    SP_PROCESS_DTYPE = 9,       /* what is stored: SP_PROCESS_DTYPE_OP (default) or _UINT8 */
 } sp_process_option;
 
 /* SP_PROCESS_TILED streams tiles with halos in bounded memory; SP_PROCESS_GLOBAL loads the whole
@@ -287,6 +288,12 @@ enum { SP_PROCESS_TILED = 0, SP_PROCESS_GLOBAL = 1 };
  * for bit, so the dataset hash is the same. Without a usable GPU the call fails at once with
  * SP_E_UNSUPPORTED and the reason, before anything is written. */
 enum { SP_DEVICE_CPU = 0, SP_DEVICE_CUDA = 1 };
+
+/* What is stored. SP_PROCESS_DTYPE_OP stores the op's own type (float32 for od, sobel and
+ * gaussian). SP_PROCESS_DTYPE_UINT8 stores a float op's values as uint8, each rounded half up and
+ * clipped to 0..255 (floor(v + 0.5), in float): a quarter of the bytes, for results meant to be
+ * looked at or kept small (docs/ops.md). Ops that compute uint8 store it either way. */
+enum { SP_PROCESS_DTYPE_OP = 0, SP_PROCESS_DTYPE_UINT8 = 1 };
 
 SP_API sp_status sp_process_options_create(sp_process_options **out);
 SP_API void sp_process_options_destroy(sp_process_options *options);
@@ -301,7 +308,8 @@ SP_API sp_status sp_op_check(const char *op_spec, char *err, size_t err_len);
 /* Run the op `op_spec` over one level of the slide, tile by tile with halos (or at once in the
  * global mode), and write the result as OME-Zarr at `out_path` (a new folder or s3:// prefix): one
  * array "0" with
- * axes c,y,x (1 channel for grey, uint8; 3 for od, sobel, gaussian, float32), the op and its
+ * axes c,y,x (1 channel for grey, uint8; 3 for od, sobel, gaussian, float32 unless
+ * SP_PROCESS_DTYPE asks for uint8; 3 for macenko, uint8), the op and its
  * parameters in the group attributes, a manifest and a dataset hash as sp_convert_to_zarr
  * writes them. The input is the level as RGB8 (alpha composited over the background colour);
  * outside the level, neighbourhood ops see the level reflected (scipy.ndimage mode 'reflect').

@@ -242,6 +242,7 @@ int add_store_constants(PyObject *m) {
         {"PROCESS_IN_FLIGHT", SP_PROCESS_IN_FLIGHT},
         {"PROCESS_MODE", SP_PROCESS_MODE},
         {"PROCESS_DEVICE", SP_PROCESS_DEVICE},
+        {"PROCESS_DTYPE", SP_PROCESS_DTYPE},
         {"OME_ZARR_04", SP_ZARR_OME_04},
         {"OME_ZARR_05", SP_ZARR_OME_05},
         {"LAYOUT_CYX", SP_ZARR_LAYOUT_CYX},
@@ -255,6 +256,8 @@ int add_store_constants(PyObject *m) {
         {"MODE_GLOBAL", SP_PROCESS_GLOBAL},
         {"DEVICE_CPU", SP_DEVICE_CPU},
         {"DEVICE_CUDA", SP_DEVICE_CUDA},
+        {"DTYPE_OP", SP_PROCESS_DTYPE_OP},
+        {"DTYPE_UINT8", SP_PROCESS_DTYPE_UINT8},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         if (PyModule_AddIntConstant(m, k[i].name, k[i].value) != 0) {

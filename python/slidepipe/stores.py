@@ -24,6 +24,7 @@ _CODECS = {"zstd": _core.CODEC_ZSTD, "blosc-lz4": _core.CODEC_BLOSC_LZ4,
 _LAYOUTS = {"cyx": _core.LAYOUT_CYX, "yxc": _core.LAYOUT_YXC}
 _MODES = {"tiled": _core.MODE_TILED, "global": _core.MODE_GLOBAL}
 _DEVICES = {"cpu": _core.DEVICE_CPU, "cuda": _core.DEVICE_CUDA}
+_DTYPES = {"op": _core.DTYPE_OP, "uint8": _core.DTYPE_UINT8}
 
 Progress = Callable[[int, int], object]
 
@@ -85,12 +86,13 @@ def convert(slide, out, *, format=None, chunk=None, codec=None, codec_level=None
 
 
 def process(slide, out, op, *, level=None, chunk=None, codec=None, codec_level=None, format=None,
-            threads=None, in_flight=None, mode=None, device=None,
+            threads=None, in_flight=None, mode=None, device=None, dtype=None,
             progress: Progress | None = None) -> str:
     """Run `op` ("grey", "od", "sobel", "gaussian:SIGMA" or "macenko", docs/ops.md) over a level
     of `slide` (a Slide or a path) and write the result as OME-Zarr at `out`; returns the dataset
-    hash. mode "tiled" (default, bounded memory) or "global"; device "cpu" or "cuda"; the other
-    options as `slidepipe process` takes them."""
+    hash. mode "tiled" (default, bounded memory) or "global"; device "cpu" or "cuda"; dtype "op"
+    (default, the op's own type) or "uint8" (a float op's values rounded and clipped to 0..255);
+    the other options as `slidepipe process` takes them."""
     spec = [(_core.PROCESS_LEVEL, level, None, None),
             (_core.PROCESS_CHUNK, chunk, None, None),
             (_core.PROCESS_CODEC, codec, _CODECS, "codec"),
@@ -99,7 +101,8 @@ def process(slide, out, op, *, level=None, chunk=None, codec=None, codec_level=N
             (_core.PROCESS_THREADS, threads, None, None),
             (_core.PROCESS_IN_FLIGHT, in_flight, None, None),
             (_core.PROCESS_MODE, mode, _MODES, "mode"),
-            (_core.PROCESS_DEVICE, device, _DEVICES, "device")]
+            (_core.PROCESS_DEVICE, device, _DEVICES, "device"),
+            (_core.PROCESS_DTYPE, dtype, _DTYPES, "dtype")]
     pairs = _pairs(spec)
     return _with_slide(slide, lambda s: _core.process(s, os.fspath(out), str(op), pairs, progress))
 

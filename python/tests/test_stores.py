@@ -45,6 +45,9 @@ def test_process_equals_the_command(cli, testdata, tmp_path):
     got = slidepipe.process(testdata / SMALL, tmp_path / "py.zarr", "sobel", chunk=512,
                             mode="global")
     assert got == want
+    want = cli_hash(cli, "process", testdata / SMALL, tmp_path / "cli8.zarr", "--op", "sobel",
+                    "--dtype", "uint8")
+    assert slidepipe.process(testdata / SMALL, tmp_path / "py8.zarr", "sobel", dtype="uint8") == want
 
 
 def test_verify_reports_what_the_command_reports(cli, testdata, tmp_path):
@@ -71,6 +74,8 @@ def test_bad_options_write_nothing(testdata, tmp_path):
             slidepipe.convert(testdata / SMALL, tmp_path / "x.zarr", **kwargs)
     with pytest.raises(ValueError, match="bad mode"):
         slidepipe.process(testdata / SMALL, tmp_path / "x.zarr", "grey", mode="fast")
+    with pytest.raises(ValueError, match="bad dtype"):
+        slidepipe.process(testdata / SMALL, tmp_path / "x.zarr", "sobel", dtype="float16")
     with pytest.raises(slidepipe.SlidepipeError):
         slidepipe.process(testdata / SMALL, tmp_path / "x.zarr", "blur")
     assert not (tmp_path / "x.zarr").exists()

@@ -19,6 +19,7 @@
 #include "core/int_options.h"
 #include "engine/engine.h"
 #include "ops/op.h"
+#include "ops/to_uint8.h"
 #include "train/overview.h"
 #include "zarr/ome_json.h"
 #include "zarr/zarr_codec.h"
@@ -27,7 +28,7 @@
 #define MAX_THREADS 1024
 
 struct sp_process_options {
-    int64_t value[SP_PROCESS_DEVICE + 1];
+    int64_t value[SP_PROCESS_DTYPE + 1];
 };
 
 /* Defaults and valid ranges, in sp_process_option order (the codec level's range depends on the
@@ -45,9 +46,10 @@ static const sp_int_option PROCESS_OPTIONS[] = {
     [SP_PROCESS_IN_FLIGHT] = {0, 0, 4 * MAX_THREADS},
     [SP_PROCESS_MODE] = {SP_PROCESS_TILED, SP_PROCESS_TILED, SP_PROCESS_GLOBAL},
     [SP_PROCESS_DEVICE] = {SP_DEVICE_CPU, SP_DEVICE_CPU, SP_DEVICE_CUDA},
+    [SP_PROCESS_DTYPE] = {SP_PROCESS_DTYPE_OP, SP_PROCESS_DTYPE_OP, SP_PROCESS_DTYPE_UINT8},
 };
 #define PROCESS_OPTION_COUNT ((int)(sizeof PROCESS_OPTIONS / sizeof PROCESS_OPTIONS[0]))
-_Static_assert(PROCESS_OPTION_COUNT == SP_PROCESS_DEVICE + 1, "one entry per option");
+_Static_assert(PROCESS_OPTION_COUNT == SP_PROCESS_DTYPE + 1, "one entry per option");
 
 sp_status sp_process_options_create(sp_process_options **out) {
     if (out == NULL) {
@@ -94,6 +96,8 @@ typedef struct process_ctx {
     int32_t level;
     int64_t width, height, chunk;
     int zarr_version;
+    bool to_uint8;       /* a float op's values stored as uint8 */
+    size_t chunk_values; /* channels x chunk x chunk */
     sp_zarr_array *array;
 } process_ctx;
 
@@ -188,6 +192,11 @@ static cJSON *slidepipe_json(const process_ctx *p) {
     cJSON_AddNumberToObject(op, "halo", p->op->halo(&p->params));
     cJSON_AddStringToObject(op, "dtype", p->op->output == SP_ZARR_F32 ? "float32" : "uint8");
     cJSON_AddNumberToObject(op, "channels", p->op->channels);
+    if (p->to_uint8) {
+        cJSON *stored = cJSON_AddObjectToObject(op, "stored");
+        cJSON_AddStringToObject(stored, "dtype", "uint8");
+        cJSON_AddStringToObject(stored, "conversion", "min(max(floor(v + 0.5), 0), 255)");
+    }
     cJSON_AddStringToObject(op, "input", "RGB8, alpha composited over the background colour");
     cJSON_AddStringToObject(op, "definition", "docs/ops.md");
     cJSON *src = cJSON_AddObjectToObject(sp, "source");
@@ -242,7 +251,18 @@ static sp_status write_group_metadata(const process_ctx *p, sp_zarr_store *store
 static sp_status zarr_sink(void *ctx, int64_t row, int64_t col, const void *chunk, sp_err *err) {
     process_ctx *p = ctx;
     int64_t index[3] = {0, row, col};
-    return sp_zarr_array_write_chunk(p->array, index, chunk, err);
+    if (!p->to_uint8) {
+        return sp_zarr_array_write_chunk(p->array, index, chunk, err);
+    }
+    /* A chunk's worth (3 MB for 1024² x 3): after the first, glibc serves these from the heap. */
+    uint8_t *narrow = malloc(p->chunk_values);
+    if (narrow == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory for a uint8 chunk");
+    }
+    sp_float_to_uint8(chunk, narrow, p->chunk_values);
+    sp_status st = sp_zarr_array_write_chunk(p->array, index, narrow, err);
+    free(narrow);
+    return st;
 }
 
 /* "All cores" is two workers per core, as for convert: a worker spends part of its time blocked
@@ -274,6 +294,8 @@ static sp_status process(sp_slide *slide, const char *spec, const char *out_path
                           (int)p.level, (int)sp_slide_level_count(slide));
     }
     sp_slide_level_dimensions(slide, p.level, &p.width, &p.height);
+    p.to_uint8 = o->value[SP_PROCESS_DTYPE] == SP_PROCESS_DTYPE_UINT8 && p.op->output != SP_ZARR_U8;
+    p.chunk_values = (size_t)p.op->channels * (size_t)p.chunk * (size_t)p.chunk;
     sp_zarr_codec codec = (sp_zarr_codec)o->value[SP_PROCESS_CODEC];
     int codec_level = (int)o->value[SP_PROCESS_CODEC_LEVEL];
     st = sp_zarr_codec_check(codec, codec_level, err);
@@ -312,7 +334,7 @@ static sp_status process(sp_slide *slide, const char *spec, const char *out_path
     spec_a.chunks[0] = p.op->channels;
     spec_a.chunks[1] = p.chunk;
     spec_a.chunks[2] = p.chunk;
-    spec_a.dtype = p.op->output;
+    spec_a.dtype = p.to_uint8 ? SP_ZARR_U8 : p.op->output;
     spec_a.codec = codec;
     spec_a.level = codec_level;
     spec_a.dimension_names[0] = "c";

@@ -172,6 +172,49 @@ def test_zarr_v3_and_codecs(run, synth_slide, tmp_path):
         assert np.array_equal(a, arrays[0])
 
 
+def as_uint8(a: np.ndarray) -> np.ndarray:
+    """--dtype uint8's definition (docs/ops.md), in float32 as slidepipe computes it."""
+    assert a.dtype == np.float32
+    return np.clip(np.floor(a + np.float32(0.5)), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "slide,level,op,chunk",
+    [("aperio/CMU-1-Small-Region.svs", 0, "sobel", 300), ("synth", 1, "gaussian:1.5", 64),
+     ("synth", 0, "od", 128)],
+)
+def test_dtype_uint8(run, testdata, synth_slide, tmp_path, slide, level, op, chunk):
+    """--dtype uint8 stores the float result rounded and clipped, tile-wise and global alike, and
+    the result opens as a slide."""
+    path = synth_slide if slide == "synth" else testdata / slide
+    args = ["--level", level, "--chunk", chunk]
+    h_float = process(run, path, tmp_path / "f.zarr", op, *args)
+    h_tiled = process(run, path, tmp_path / "t.zarr", op, *args, "--dtype", "uint8")
+    h_global = process(run, path, tmp_path / "g.zarr", op, *args, "--dtype", "uint8",
+                       "--mode", "global")
+    assert h_tiled == h_global, "tile-wise and global uint8 outputs differ"
+    assert h_tiled != h_float, "a uint8 store hashes like the float one"
+    f, _ = read_array(tmp_path / "f.zarr")
+    u, attrs = read_array(tmp_path / "t.zarr")
+    assert u.dtype == np.uint8 and u.shape == f.shape
+    want = as_uint8(f)
+    assert np.array_equal(u, want), f"{np.count_nonzero(u != want)} values differ from the definition"
+    if op == "sobel":
+        assert (u == 255).any() and (u == 0).any(), "the clip at 255 and the 0 end are both exercised"
+    stored = attrs["slidepipe"]["op"]["stored"]
+    assert attrs["slidepipe"]["op"]["dtype"] == "float32" and stored["dtype"] == "uint8"
+    proc = run(["info", tmp_path / "t.zarr", "--json"])
+    assert proc.returncode == 0, describe(proc)
+    assert json.loads(proc.stdout)["dataset_hash"] == h_tiled
+
+
+def test_dtype_uint8_of_a_uint8_op(run, synth_slide, tmp_path):
+    """grey already computes uint8: --dtype uint8 changes nothing, not even the hash."""
+    a = process(run, synth_slide, tmp_path / "a.zarr", "grey", "--chunk", 128)
+    b = process(run, synth_slide, tmp_path / "b.zarr", "grey", "--chunk", 128, "--dtype", "uint8")
+    assert a == b
+
+
 @pytest.mark.parametrize(
     "args,why",
     [
@@ -186,6 +229,7 @@ def test_zarr_v3_and_codecs(run, synth_slide, tmp_path):
         (["--op", "sobel", "--mode", "fast"], "--mode"),
         (["--op", "sobel", "--codec", "lzma"], "--codec"),
         (["--op", "sobel", "--device", "tpu"], "--device"),
+        (["--op", "sobel", "--dtype", "float16"], "--dtype"),
         (["--op", "sobel", "--bogus"], "unknown option"),
     ],
 )

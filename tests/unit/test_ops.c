@@ -6,7 +6,8 @@
  * within 1e-3. The engine runs a synthetic slide (sp_synth_write) through every op, tile-wise
  * with chunk sizes that put tile corners and the level's edges in awkward places, several
  * thread and in-flight counts, and globally: every result must equal the global one bit for bit.
- * Op specs are parsed strictly. (scipy itself is the oracle in tests/cli/test_process.py.)
+ * Op specs are parsed strictly. Float results narrowed to uint8 round half up and clip, NaN and
+ * infinities included. (scipy itself is the oracle in tests/cli/test_process.py.)
  */
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 
 #include "engine/engine.h"
 #include "ops/op.h"
+#include "ops/to_uint8.h"
 #include "unit.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -316,7 +318,37 @@ static void test_engine_tiled_equals_global(void) {
     unlink(path);
 }
 
+/* sp_float_to_uint8 on chosen values (edges of rounding and clipping), and on odd lengths so that
+ * the vector loop's remainder runs too. */
+static void test_to_uint8(void) {
+    const float in[] = {-1e30f, -1.0f, -0.5f, -0.0f, 0.0f, 0.49f, 0.5f, 1.5f, 2.5f, 127.4999f,
+                        254.5f, 254.49f, 255.0f, 255.5f, 300.0f, 1e30f, INFINITY, -INFINITY, NAN};
+    const uint8_t want[] = {0, 0, 0, 0, 0, 0, 1, 2, 3, 127, 255, 254, 255, 255, 255, 255, 255, 0, 0};
+    enum { N = sizeof in / sizeof in[0] };
+    _Static_assert(N == sizeof want, "one answer per value");
+    for (size_t n = 1; n <= N; n++) {
+        uint8_t out[N + 1];
+        memset(out, 0xAA, sizeof out);
+        sp_float_to_uint8(in, out, n);
+        CHECK(memcmp(out, want, n) == 0);
+        CHECK(out[n] == 0xAA); /* nothing written past n */
+    }
+    float big[1000];
+    uint8_t got[1000];
+    for (int i = 0; i < 1000; i++) {
+        big[i] = (float)(rng() % 70000) / 256.0f - 10.0f; /* -10 .. 263, many halves */
+    }
+    sp_float_to_uint8(big, got, 1000);
+    int bad = 0;
+    for (int i = 0; i < 1000; i++) {
+        double r = floor((double)big[i] + 0.5); /* exact here: big[i] has few bits */
+        bad += got[i] != (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
 void unit_run(void) {
+    test_to_uint8();
     test_sobel_definition();
     test_gaussian_definition();
     test_pixel_ops();
