@@ -2,18 +2,21 @@
 # bench_convert.sh — slide to pyramid, slidepipe against its peers, in one invocation on the same
 # input (issue 4; DESIGN.md's "convert to OME-Zarr" row). Each tool is timed with /usr/bin/time -v
 # (wall time, CPU time = user + system, and peak resident memory) and the table gives each peer's
-# wall time as a multiple of slidepipe's. The load average is printed too: on a shared machine
-# other work stretches wall times, while CPU times stay comparable.
+# wall time as a multiple of slidepipe's at the same zstd level (vips, whose level is its own,
+# against slidepipe's default). The load average is printed too: on a shared machine other work
+# stretches wall times, while CPU times stay comparable.
 #
 #   usage: bench/bench_convert.sh DIR [SLIDEPIPE]
 #     DIR        holds jpeg.tif from ../shared/bench/make-bench-slides.sh DIR 16384
 #     SLIDEPIPE  the binary to time (default: build/slidepipe)
 #   env: KEEP=1 keeps the outputs (in a temporary folder that is printed); CHUNK (default 512).
 #
-# The three runs, in this order (the input is read once beforehand so all find it cached):
-#   slidepipe convert jpeg.tif OUT.zarr --codec zstd --chunk 512            (default threads)
-#   /usr/bin/python3 ../shared/bench/py_zarr_convert.py jpeg.tif OUT2.zarr 512
-#                    (OpenSlide + zarr-python 2, zstd level 3, 512² chunks, 2x2-mean pyramid)
+# The runs, in this order (the input is read once beforehand so all find it cached):
+#   slidepipe convert jpeg.tif OUT.zarr --codec zstd --chunk 512            (level 1, the default)
+#   slidepipe convert jpeg.tif OUT.zarr --codec zstd --chunk 512 --level 3  (zstd's own default)
+#   /usr/bin/python3 ../shared/bench/py_zarr_convert.py jpeg.tif OUT2.zarr 512 1
+#   /usr/bin/python3 ../shared/bench/py_zarr_convert.py jpeg.tif OUT2.zarr 512 3   (its default)
+#                    (OpenSlide + zarr-python 2, 512² chunks, 2x2-mean pyramid)
 #   vips tiffsave jpeg.tif OUT3.tif --tile --pyramid --compression zstd
 set -euo pipefail
 
@@ -62,21 +65,30 @@ run() {
 }
 
 run slidepipe "$tmp/sp.zarr" "$sp" convert "$slide" "$tmp/sp.zarr" --codec zstd --chunk "$chunk"
-run python "$tmp/py.zarr" /usr/bin/python3 "$peers/py_zarr_convert.py" "$slide" "$tmp/py.zarr" "$chunk"
+run slidepipe3 "$tmp/sp.zarr" "$sp" convert "$slide" "$tmp/sp.zarr" --codec zstd --chunk "$chunk" \
+    --level 3
+run python "$tmp/py.zarr" /usr/bin/python3 "$peers/py_zarr_convert.py" "$slide" "$tmp/py.zarr" \
+    "$chunk" 1
+run python3 "$tmp/py.zarr" /usr/bin/python3 "$peers/py_zarr_convert.py" "$slide" "$tmp/py.zarr" \
+    "$chunk" 3
 run vips "$tmp/vips.tif" vips tiffsave "$slide" "$tmp/vips.tif" --tile --pyramid --compression zstd
 
 read -r sp_s _ _ _ <"$tmp/slidepipe.row"
+read -r sp3_s _ _ _ <"$tmp/slidepipe3.row"
 size=$(vipsheader -f width "$slide")x$(vipsheader -f height "$slide")
 echo "convert $size jpeg.tif to a zstd pyramid; $(nproc) cores; $(date -u +%Y-%m-%d);" \
     "load average before: $load"
-printf '%-44s %9s %9s %13s %10s %9s\n' tool seconds "CPU s" "peak RSS MB" "output MB" "x slower"
-for name in slidepipe python vips; do
+printf '%-50s %9s %9s %13s %10s %9s\n' tool seconds "CPU s" "peak RSS MB" "output MB" "x slower"
+for name in slidepipe slidepipe3 python python3 vips; do
     read -r s cpu rss out <"$tmp/$name.row"
+    base=$sp_s
     case $name in
-    slidepipe) label="slidepipe convert (zstd, $chunk², OME-Zarr 0.4)" ;;
-    python) label="OpenSlide + zarr-python (py_zarr_convert.py)" ;;
+    slidepipe) label="slidepipe convert (zstd 1, $chunk², OME-Zarr 0.4)" ;;
+    slidepipe3) label="slidepipe convert --level 3" base=$sp3_s ;;
+    python) label="OpenSlide + zarr-python, zstd 1 (py_zarr_convert)" ;;
+    python3) label="OpenSlide + zarr-python, zstd 3 (its default)" base=$sp3_s ;;
     vips) label="vips tiffsave --tile --pyramid zstd" ;;
     esac
-    ratio=$(awk -v a="$s" -v b="$sp_s" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')
-    printf '%-44s %9s %9s %13s %10s %9s\n' "$label" "$s" "$cpu" "$rss" "$out" "$ratio"
+    ratio=$(awk -v a="$s" -v b="$base" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')
+    printf '%-50s %9s %9s %13s %10s %9s\n' "$label" "$s" "$cpu" "$rss" "$out" "$ratio"
 done

@@ -188,7 +188,7 @@ SP_API sp_status sp_slide_read_region(sp_slide *slide, sp_pixel_format format, v
 /* ---- Converting to OME-Zarr -------------------------------------------------------------- */
 
 /* Options of sp_convert_to_zarr, through setters so that the layout never freezes into the ABI.
- * Defaults: OME-Zarr 0.4 (Zarr v2), 512 x 512 chunks, zstd level 3, no sharding, automatic
+ * Defaults: OME-Zarr 0.4 (Zarr v2), 512 x 512 chunks, zstd level 1, no sharding, automatic
  * pyramid down to one chunk, layout c,y,x, threads = all cores, no resume. */
 typedef struct sp_convert_options sp_convert_options;
 

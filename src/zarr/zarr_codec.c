@@ -22,7 +22,7 @@
 
 int sp_zarr_codec_default_level(sp_zarr_codec codec) {
     switch (codec) {
-    case SP_ZARR_CODEC_ZSTD: return 3;
+    case SP_ZARR_CODEC_ZSTD: return 1; /* see zarr_codec.h */
     case SP_ZARR_CODEC_BLOSC_LZ4:
     case SP_ZARR_CODEC_BLOSC_ZSTD: return 5;
     case SP_ZARR_CODEC_GZIP: return 6;
