@@ -2,7 +2,8 @@
  * OME-Zarr store with one array.
  *
  * The engine's sink is the Zarr writer: every finished chunk is encoded, hashed and written
- * atomically by sp_zarr_array_write_chunk from the worker that computed it. The group metadata
+ * atomically by sp_zarr_array_write_chunk from the worker that computed it (a float chunk is
+ * first narrowed to uint8 when SP_PROCESS_DTYPE asks for it). The group metadata
  * says what was computed (the op, its parameters and halo, the source level) but nothing about
  * how (mode, threads, in-flight tiles), so the dataset hash is the same for a tile-wise and a
  * whole-level run: the tests use that to compare the two.
