@@ -259,7 +259,8 @@ MISBEHAVING_SLIDE = "aperio/tcga-cr-7395-01a-01-ts1.svs"
 
 
 class Misbehaving(http.server.BaseHTTPRequestHandler):
-    """Serves one file; self.server.mode says how to get it wrong."""
+    """Serves one file; self.server.mode says how to get it wrong, and self.server.delay how long
+    to wait before each answer (a few milliseconds make slidepipe send requests ahead)."""
 
     protocol_version = "HTTP/1.1"
 
@@ -268,13 +269,25 @@ class Misbehaving(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
+        with srv.lock:
+            srv.requests += 1
+            self.number = srv.requests
+            srv.active += 1
+            srv.most_at_once = max(srv.most_at_once, srv.active)
+        try:
+            time.sleep(srv.delay)
+            self.answer(srv)
+        finally:
+            with srv.lock:
+                srv.active -= 1
+
+    def answer(self, srv):
         data = srv.data
-        srv.requests += 1
         rng = self.headers.get("Range", "")
         first, last = (int(v) for v in rng.removeprefix("bytes=").split("-"))
         last = min(last, len(data) - 1)
         mode = srv.mode
-        if mode == "flaky" and srv.requests % 2 == 1:
+        if mode == "flaky" and self.number % 2 == 1:
             return self.reply(503, b"busy")
         if mode == "ignore-range":
             return self.reply(200, data)
@@ -287,7 +300,7 @@ class Misbehaving(http.server.BaseHTTPRequestHandler):
             header_range = f"bytes {first}-{last}/*"
         elif mode == "too-many" and first > 0:
             body = data[first:last + 1 + 100]
-        elif mode == "etag-flip" and srv.requests > 1:
+        elif mode == "etag-flip" and self.number > 1:
             return self.reply(206, body, header_range, etag='"two"')
         elif mode == "short" and first > 0:
             self.send_response(206)
@@ -324,7 +337,9 @@ def misbehaving():
     srv.daemon_threads = True
     srv.handle_error = lambda request, address: None  # clients hanging up on purpose
     srv.data = (TESTDATA / MISBEHAVING_SLIDE).read_bytes()
-    srv.requests = 0
+    srv.requests = srv.active = srv.most_at_once = 0
+    srv.lock = threading.Lock()
+    srv.delay = 0.0
     srv.release = threading.Event()
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
@@ -346,9 +361,13 @@ def misbehaving():
         ("short", "after retries"),
     ],
 )
-def test_untrusted_responses_are_errors(run, misbehaving, mode, message, tmp_path):
+@pytest.mark.parametrize("delay", [0.0, 0.005], ids=["near", "ahead"])
+def test_untrusted_responses_are_errors(run, misbehaving, mode, message, delay, tmp_path):
+    """Near, requests go one at a time; 5 ms away they are sent ahead (docs/remote.md), and a bad
+    answer sent ahead must end the same way."""
     srv, url = misbehaving
     srv.mode = mode
+    srv.delay = delay
     proc = run(["region", url, *REGION, "-o", tmp_path / "out.rgba"])
     assert proc.returncode == 1, f"{mode}: exit {proc.returncode}, {proc.stderr}"
     assert message in proc.stderr, proc.stderr
@@ -367,9 +386,11 @@ def test_stalled_server_times_out(sp, misbehaving, tmp_path):
     print(f"stalled server: error after {time.monotonic() - t0:.1f} s")
 
 
-def test_transient_failures_are_retried(run, misbehaving, tmp_path):
+@pytest.mark.parametrize("delay", [0.0, 0.005], ids=["near", "ahead"])
+def test_transient_failures_are_retried(run, misbehaving, delay, tmp_path):
     srv, url = misbehaving
     srv.mode = "flaky"  # a 503 before every success
+    srv.delay = delay
     out = tmp_path / "out.rgba"
     proc = run(["region", url, *REGION, "-o", out])
     assert proc.returncode == 0, proc.stderr
@@ -377,6 +398,8 @@ def test_transient_failures_are_retried(run, misbehaving, tmp_path):
     assert run(["region", TESTDATA / MISBEHAVING_SLIDE, *REGION, "-o", local]).returncode == 0
     assert out.read_bytes() == local.read_bytes()
     assert srv.requests >= 4
+    if delay > 0:
+        assert srv.most_at_once > 1, "5 ms away, no requests were sent ahead"
 
 
 # ---- Zarr stores under a URL prefix ------------------------------------------------------------
