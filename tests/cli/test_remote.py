@@ -468,11 +468,15 @@ def test_zarr_chunks_are_fetched_at_once(sp, far, stores, name, parallel, tmp_pa
     assert most == 1 if parallel == "1" else most >= 2
 
 
-def test_missing_remote_chunk_reads_as_fill_and_refused_one_is_an_error(run, nginx, stores,
-                                                                          tmp_path):
-    store = nginx["scratch"] / "holes.zarr"
+@pytest.mark.parametrize("via", ["near", "ahead"])
+def test_missing_remote_chunk_reads_as_fill_and_refused_one_is_an_error(request, run, nginx, stores,
+                                                                          via, tmp_path):
+    """Directly from nginx, and through the 30 ms proxy, where chunk files are requested ahead
+    (a missing or refused one must read the same as when read one at a time)."""
+    store = nginx["scratch"] / f"holes-{via}.zarr"
     shutil.copytree(stores / "v2.zarr", store)
-    url = f"{nginx['url']}/scratch/holes.zarr"
+    base = nginx["url"] if via == "near" else request.getfixturevalue("far")[1]
+    url = f"{base}/scratch/{store.name}"
     whole = ["--level", "0", "--x", "0", "--y", "0", "--width", "2220", "--height", "2967"]
     (store / "0" / "0" / "1" / "0").unlink()  # the chunk (all 3 channels) at y 512-1023, x 0-511
     local = region_bytes(run, store, tmp_path / "local.rgba", whole).reshape(2967, 2220, 4)
