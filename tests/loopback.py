@@ -66,12 +66,14 @@ http {{ access_log off; {temps} keepalive_requests 100000;
 
 class LatencyProxy:
     """Listens on a free port and forwards to 127.0.0.1:`upstream`, delaying each client
-    send by `delay` seconds. Runs its own event loop on a daemon thread; close() stops it."""
+    send by `delay` seconds. Runs its own event loop on a daemon thread; close() stops it.
+    `targets` lists the path of every GET it forwarded, in order."""
 
     def __init__(self, upstream, delay):
         self.upstream, self.delay = upstream, delay
         self.holding = 0  # connections with a request held now
         self.most_at_once = 0
+        self.targets = []
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -119,6 +121,8 @@ class LatencyProxy:
 
         sender = asyncio.ensure_future(send())
         while data := await reader.read(65536):
+            if data.startswith(b"GET "):
+                self.targets.append(data.split(b" ", 2)[1].decode("latin-1"))
             pending += 1
             self.holding += pending == 1
             self.most_at_once = max(self.most_at_once, self.holding)

@@ -16,6 +16,9 @@
 static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp_err *err) {
     sp_probe probe = {.path = path, .is_directory = is_directory, .src = s->src,
                       .limits = &s->limits};
+    if (is_directory && sp_path_is_remote(path)) {
+        probe.kept = sp_store_prefetch_new(&s->limits); /* NULL (out of memory): plain requests */
+    }
     sp_status st;
     if (s->src != NULL) {
         uint64_t size = sp_source_size(s->src);
@@ -52,6 +55,7 @@ static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp
         }
     }
     sp_tiff_close(probe.tiff); /* NULL when a format took it over */
+    sp_store_prefetch_free(probe.kept);
     if (st == SP_OK && s->n_levels == 0) {
         st = sp_err_set(err, SP_E_CORRUPT, "%s: the slide has no readable levels", path);
     }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "core/slide_internal.h"
+#include "io/store_prefetch.h"
 #include "tiff/tiff.h"
 
 /* What formats see when detecting: the path, and for a file its source, its first bytes and
@@ -25,6 +26,9 @@ typedef struct sp_probe {
     size_t head_len;
     sp_tiff *tiff;                  /* parsed TIFF structure, or NULL when the file is not a TIFF */
     const sp_limits *limits;
+    /* A remote directory's (a URL prefix): files fetched while detecting, kept for opening, which
+     * may take it over (setting the pointer to NULL); NULL for anything else. */
+    sp_store_prefetch *kept;
 } sp_probe;
 
 typedef struct sp_format {

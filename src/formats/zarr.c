@@ -178,15 +178,49 @@ static sp_status read_metadata(const sp_slide *s, const char *dir, const char *l
 
 /* ---- detection and groups ---- */
 
+/* The files that tell a Zarr node and its kind, and a v2 group's attributes. */
+static const char *const NODE_FILES[] = {"zarr.json", ".zgroup", ".zarray", ".zattrs"};
+
+/* Send for the node files of `dir` at once, when they are kept (a remote store): detecting and
+ * reading a group then waits one round trip, not one per file. */
+static void announce_node(sp_store_prefetch *kept, const char *dir) {
+    enum { N = sizeof NODE_FILES / sizeof NODE_FILES[0] };
+    char *paths[N];
+    size_t n = 0;
+    for (size_t i = 0; kept != NULL && i < N; i++) {
+        paths[n] = sp_path_join(dir, NODE_FILES[i]);
+        n += paths[n] != NULL;
+    }
+    if (n > 0) {
+        sp_store_prefetch_metadata(kept, (const char *const *)paths, n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(paths[i]);
+    }
+}
+
+/* Whether `dir` holds the file `name`, from the kept files when they know. */
+static bool has_file(sp_store_prefetch *kept, const char *dir, const char *name) {
+    char *path = kept != NULL ? sp_path_join(dir, name) : NULL;
+    bool missing = false;
+    bool known = path != NULL && sp_store_prefetch_peek(kept, path, &missing);
+    free(path);
+    return known ? !missing : sp_store_has_file(dir, name);
+}
+
 static bool zarr_detect(const sp_probe *p) {
     if (!p->is_directory) {
         return false;
     }
     char *dir = strip_slashes(p->path);
+    if (dir != NULL) {
+        announce_node(p->kept, dir);
+    }
     /* Any Zarr node is claimed, so that a plain group or array gets a message saying what is
      * missing rather than "not a slide". */
-    bool yes = dir != NULL &&
-               (sp_store_has_file(dir, "zarr.json") || sp_store_has_file(dir, ".zgroup") || sp_store_has_file(dir, ".zarray"));
+    bool yes = dir != NULL && (has_file(p->kept, dir, "zarr.json") ||
+                               has_file(p->kept, dir, ".zgroup") ||
+                               has_file(p->kept, dir, ".zarray"));
     free(dir);
     return yes;
 }
@@ -199,9 +233,11 @@ static sp_status read_group(const sp_slide *s, const char *dir, const char *labe
     char *text = NULL;
     size_t len = 0;
     bool missing = false;
+    sp_store_prefetch *kept = ((const zarr_slide *)s->priv)->prefetched;
+    announce_node(kept, dir); /* nothing new for the root, which detection announced */
     sp_status st = read_metadata(s, dir, label, name, &text, &len, &missing, err);
     if (st == SP_OK && missing) {
-        if (sp_store_has_file(dir, ".zgroup")) {
+        if (has_file(kept, dir, ".zgroup")) {
             name = ".zattrs";
             format = 2;
             st = read_metadata(s, dir, label, name, &text, &len, &missing, err);
@@ -210,7 +246,7 @@ static sp_status read_group(const sp_slide *s, const char *dir, const char *labe
                                   "not a recognised slide: a Zarr v2 group without attributes "
                                   "(.zattrs), so without OME-NGFF \"multiscales\" metadata");
             }
-        } else if (sp_store_has_file(dir, ".zarray")) {
+        } else if (has_file(kept, dir, ".zarray")) {
             return sp_err_set(err, SP_E_NOT_A_SLIDE,
                               "not a recognised slide: a Zarr array, not an OME-Zarr image group "
                               "(open the group that holds it)");
@@ -1014,6 +1050,9 @@ static sp_status zarr_open(sp_slide *s, sp_probe *p, sp_err *err) {
     }
     s->priv = z;
     s->ops = &ZARR_OPS;
+    z->prefetched = p->kept; /* a remote store's: what detection fetched, and more to come */
+    p->kept = NULL;
+    s->prefetch = z->prefetched != NULL;
     sp_zarr_group_meta g = {0};
     char *group_dir = NULL;
     const char *group_label = "";
@@ -1027,10 +1066,6 @@ static sp_status zarr_open(sp_slide *s, sp_probe *p, sp_err *err) {
         if (z->arrays == NULL) {
             st = sp_err_set(err, SP_E_NOMEM, "out of memory");
         }
-    }
-    if (st == SP_OK && sp_store_is_remote(root)) {
-        z->prefetched = sp_store_prefetch_new(&s->limits);
-        s->prefetch = z->prefetched != NULL;
     }
     if (st == SP_OK && z->prefetched != NULL) {
         announce_metadata(z->prefetched, root, group_dir, &g);

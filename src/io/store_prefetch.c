@@ -182,9 +182,8 @@ static void fetch_one(void *user) {
     release(p);
 }
 
-void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
-                             size_t expected) {
-    if (p->parallel < 2 || !sp_http_prefetch_pays()) {
+static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, size_t expected) {
+    if (p->parallel < 2) {
         return;
     }
     fetch_job *jobs[64]; /* at most p->parallel <= 64 */
@@ -220,28 +219,53 @@ void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, siz
     }
 }
 
-bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, uint8_t **bytes,
-                            uint64_t *len, bool *missing) {
-    bool hit = false;
-    pthread_mutex_lock(&p->lock);
+void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
+                             size_t expected) {
+    if (sp_http_prefetch_pays()) {
+        send_for(p, paths, n, expected);
+    }
+}
+
+void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, size_t n) {
+    send_for(p, paths, n, 0);
+}
+
+/* The kept file at `path` once it has come (waiting while it is on its way), or NULL when nothing
+ * is kept for it. Lock held. */
+static kept_file *arrived(sp_store_prefetch *p, const char *path) {
     for (;;) {
         kept_file *k = find(p, path);
         if (k != NULL && forget_orphan(p, k)) {
             k = NULL;
         }
         if (k == NULL || !k->pending) {
-            if (k != NULL) {
-                *bytes = k->bytes;
-                *len = k->len;
-                *missing = k->missing;
-                k->bytes = NULL;
-                clear(p, k);
-                hit = true;
-            }
-            break;
+            return k;
         }
         pthread_cond_wait(&p->arrived, &p->lock);
     }
+}
+
+bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, uint8_t **bytes,
+                            uint64_t *len, bool *missing) {
+    pthread_mutex_lock(&p->lock);
+    kept_file *k = arrived(p, path);
+    if (k != NULL) {
+        *bytes = k->bytes;
+        *len = k->len;
+        *missing = k->missing;
+        k->bytes = NULL;
+        clear(p, k);
+    }
     pthread_mutex_unlock(&p->lock);
-    return hit;
+    return k != NULL;
+}
+
+bool sp_store_prefetch_peek(sp_store_prefetch *p, const char *path, bool *missing) {
+    pthread_mutex_lock(&p->lock);
+    kept_file *k = arrived(p, path);
+    if (k != NULL) {
+        *missing = k->missing;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return k != NULL;
 }

@@ -8,7 +8,7 @@
  * the rest arrives. What is kept is bounded (count and bytes); a file whose fetch failed is not
  * kept, and its read fetches it again and reports the failure. A file that does not exist is
  * kept as missing, which is what its read would learn. Nothing is sent ahead where requests
- * answer within a millisecond (sp_http_prefetch_pays).
+ * answer within a millisecond (sp_http_prefetch_pays), except a store's metadata at its opening.
  */
 #ifndef SP_IO_STORE_PREFETCH_H
 #define SP_IO_STORE_PREFETCH_H
@@ -33,6 +33,15 @@ void sp_store_prefetch_free(sp_store_prefetch *p);
  * neither kept nor on their way, and return at once. */
 void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
                              size_t expected);
+
+/* As sp_store_prefetch_files for the few small files that opening a store reads (its metadata),
+ * and sent for wherever the server is: the first requests of a process have not been timed yet,
+ * and on a near server a handful of requests at once cost next to nothing. */
+void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, size_t n);
+
+/* Whether the file at `path` exists, as far as the kept files know, waiting for it if it is on
+ * its way: true with *missing set, the file staying kept; false when nothing is kept for it. */
+bool sp_store_prefetch_peek(sp_store_prefetch *p, const char *path, bool *missing);
 
 /* Take the kept file at `path`, waiting for it if it is on its way: true with its bytes (*bytes,
  * malloc'd, the caller's to free; *len) or *missing set; false when nothing is kept for it (or

@@ -468,6 +468,22 @@ def test_zarr_chunks_are_fetched_at_once(sp, far, stores, name, parallel, tmp_pa
     assert most == 1 if parallel == "1" else most >= 2
 
 
+@pytest.mark.parametrize("name", ["v2", "v3"])
+def test_remote_store_opens_in_few_round_trips(sp, far, stores, name):
+    """Opening a remote store sends for its node files (zarr.json, .zgroup, .zarray, .zattrs)
+    at once while detecting it, and the opening reads them from there: each is requested once,
+    and several were held by the 30 ms proxy at the same moment."""
+    proxy, base = far
+    proxy.targets.clear()
+    proxy.most_at_once = 0
+    proc = sp.run(["info", f"{base}/scratch/{name}.zarr", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    root = [t.rsplit("/", 1)[1] for t in proxy.targets if t.count("/") == 3]
+    assert sorted(root) == sorted(["zarr.json", ".zgroup", ".zarray", ".zattrs",
+                                   "slidepipe-complete"]), proxy.targets
+    assert proxy.most_at_once >= 3, f"{proxy.most_at_once} requests at once: {proxy.targets}"
+
+
 @pytest.mark.parametrize("via", ["near", "ahead"])
 def test_missing_remote_chunk_reads_as_fill_and_refused_one_is_an_error(request, run, nginx, stores,
                                                                           via, tmp_path):
