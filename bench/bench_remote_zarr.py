@@ -19,7 +19,10 @@ With --delay, a proxy in front of nginx holds every request that long (tests/loo
 a store's round trip would. Each reader has a 256 MiB chunk cache (slidepipe's default tile cache; tensorstore's cache
 pool set to the same), and each run starts with a new process-wide state as far as the
 libraries allow (a new handle and context). The first regions are compared across the readers.
-Prints MP/s (requested pixels) and slidepipe's rate as a multiple of tensorstore's.
+Prints MP/s (requested pixels) and slidepipe's rate as a multiple of tensorstore's. First it
+times opening over HTTP (the median of 5): slidepipe.open of the store (its group, every level's
+and associated image's array, the completion marker) against tensorstore opening the levels'
+arrays, all at once, each time in a new context.
 """
 
 import argparse
@@ -68,6 +71,27 @@ def run_tensorstore(url, where, size, threads):
     return time.perf_counter() - t0, out
 
 
+def median_open_ms(fn, rounds=5):
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return sorted(times)[rounds // 2]
+
+
+def open_slidepipe(url):
+    with slidepipe.open(url) as s:
+        return len(s.levels)
+
+
+def open_tensorstore(url, levels):
+    ctx = ts.Context()
+    futures = [ts.open({"driver": "zarr", "kvstore": {"driver": "http", "base_url": url},
+                        "path": str(i)}, read=True, context=ctx) for i in range(levels)]
+    return [f.result() for f in futures]
+
+
 def run_slidepipe_http(url, where, size, threads, parallel):
     os.environ["SLIDEPIPE_HTTP_PARALLEL"] = str(parallel)
     try:
@@ -100,6 +124,11 @@ def main():
         print(f"{a.count} random {a.size}² level-0 regions of {store} ({width}x{height}); "
               f"nginx on loopback{f', every request held {a.delay:g} ms' if proxy else ''}; "
               f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}")
+        levels = open_slidepipe(url)
+        sp_ms = median_open_ms(lambda: open_slidepipe(url))
+        ts_ms = median_open_ms(lambda: open_tensorstore(url + "/", levels))
+        print(f"opening: slidepipe {sp_ms:.1f} ms (group, {levels} levels, associated images, "
+              f"marker); tensorstore {ts_ms:.1f} ms ({levels} level arrays at once)")
         print(f"{'threads':>7} {'sp local':>9} {'sp http':>8} {'sp http, 1 at a time':>21} "
               f"{'tensorstore http':>17} {'sp / ts':>8}  (MP/s)")
         for t in (int(v) for v in a.threads.split(",")):

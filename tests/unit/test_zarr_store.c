@@ -283,7 +283,7 @@ static void test_codec_hostile(void) {
 
 static void test_codec_names(void) {
     char *s = sp_zarr_codec_v2_json(SP_ZARR_CODEC_ZSTD, 0, 1);
-    CHECK(strcmp(s, "{\"id\": \"zstd\", \"level\": 3}") == 0);
+    CHECK(strcmp(s, "{\"id\": \"zstd\", \"level\": 1}") == 0);
     free(s);
     s = sp_zarr_codec_v2_json(SP_ZARR_CODEC_BLOSC_LZ4, 7, 1);
     CHECK(strcmp(s, "{\"id\": \"blosc\", \"cname\": \"lz4\", \"clevel\": 7, \"shuffle\": 1, "
@@ -300,7 +300,7 @@ static void test_codec_names(void) {
     CHECK(strcmp(s, "{\"name\": \"gzip\", \"configuration\": {\"level\": 6}}") == 0);
     free(s);
     CHECK(sp_zarr_codec_v3_json(SP_ZARR_CODEC_NONE, 0, 1) == NULL);
-    CHECK_EQ_INT(sp_zarr_codec_default_level(SP_ZARR_CODEC_ZSTD), 3);
+    CHECK_EQ_INT(sp_zarr_codec_default_level(SP_ZARR_CODEC_ZSTD), 1);
     CHECK_EQ_INT(sp_zarr_codec_default_level(SP_ZARR_CODEC_GZIP), 6);
 
     sp_zarr_codec c = SP_ZARR_CODEC_NONE;
