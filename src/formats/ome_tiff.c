@@ -113,7 +113,7 @@ static sp_status add_associated(sp_slide *s, const sp_ome *ome, const char *file
             continue;
         }
         sp_err ignored = {0};
-        const sp_tiff_dir *d;
+        const sp_tiff_dir *d = NULL;
         /* An associated image that cannot be found in this file is left out, as OpenSlide
          * leaves out undecodable ones; only the slide itself must be readable. */
         if (sp_ome_check_single_file(ome, im, file_name, &ignored) != SP_OK ||
