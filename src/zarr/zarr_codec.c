@@ -66,7 +66,7 @@ static sp_status resolve_level(sp_zarr_codec codec, int level, int *out, sp_err 
 }
 
 sp_status sp_zarr_codec_check(sp_zarr_codec codec, int level, sp_err *err) {
-    int lv;
+    int lv = 0;
     return resolve_level(codec, level, &lv, err);
 }
 
@@ -155,7 +155,7 @@ sp_status sp_zarr_encode(sp_zarr_codec codec, int level, size_t typesize, const 
     if (in == NULL && len > 0) {
         return sp_err_set(err, SP_E_INVALID_ARG, "Zarr encode: null input");
     }
-    int lv;
+    int lv = 0;
     sp_status st = resolve_level(codec, level, &lv, err);
     if (st != SP_OK) {
         return st;
@@ -271,7 +271,7 @@ sp_status sp_zarr_decode(sp_zarr_codec codec, const uint8_t *in, size_t in_len, 
 /* Levels out of range fall back to the default here; sp_zarr_encode refuses them, so a store
  * never reaches this with one. */
 static int level_or_default(sp_zarr_codec codec, int level) {
-    int lv;
+    int lv = 0;
     if (resolve_level(codec, level, &lv, NULL) != SP_OK) {
         lv = sp_zarr_codec_default_level(codec);
     }
