@@ -218,6 +218,25 @@ def test_converted_zarr_reads_as_the_slide(testdata, cli, tmp_path):
                 assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_of_a_large_chunk_store_equals_the_slide(testdata, cli, tmp_path, threads):
+    """Chunks of 2048 are read as 1024 tiles, each chunk decoded once for the tiles a thread
+    reads from it, and a batch is read in an order of its own: every region must still be the
+    slide's."""
+    out = tmp_path / "big.zarr"
+    cli("convert", testdata / SMALL, out, "--chunk", 2048)
+    with slidepipe.open(testdata / SMALL) as s, slidepipe.open(out) as z:
+        assert (z.levels[0].tile_width, z.levels[0].tile_height) == (1024, 1024)
+        rng = np.random.default_rng(8)  # some regions cross the chunks' and the level's edges
+        corners = [(int(x), int(y)) for x, y in zip(rng.integers(0, 2100, 40),
+                                                    rng.integers(0, 2900, 40))]
+        got = z.read_regions(corners, 0, (300, 200), rgb=True, threads=threads)
+        want = s.read_regions(corners, 0, (300, 200), rgb=True, threads=1)
+        for i, (x, y) in enumerate(corners):
+            assert np.array_equal(got[i], want[i]), (x, y)
+            assert np.array_equal(got[i], z.read_region((x, y), 0, (300, 200), rgb=True)), (x, y)
+
+
 @pytest.mark.parametrize("name", ["robustness/broken.svs", "robustness/unopenable.tiff",
                                   "robustness/zero_gi.tif"])
 def test_bad_files_raise(testdata, name):

@@ -4,6 +4,9 @@
  * Regions are the unit of work (a region's tiles are painted by one thread, in order), so a
  * batch of one region runs on the calling thread, and results never depend on the thread
  * count: slides are safe to read concurrently and each region writes only its own buffer.
+ * Regions are read in an order that keeps neighbours together (by slide, level, then the
+ * Z-order of the tile at their corner), so regions that share tiles, or a large Zarr chunk, are
+ * read one after another and find them in the tile cache or the thread's decoded chunk.
  * Where a slide's data is remote, up to GROUP consecutive regions of it at one level go to one
  * thread together, and their tiles are announced before they are read, together and AHEAD
  * groups in advance: their requests go out at once (the source does not wait for them), so a
@@ -21,6 +24,7 @@
 
 typedef struct batch {
     const sp_region_request *reqs;
+    size_t *order;  /* the regions in reading order */
     sp_status *statuses;
     size_t *starts; /* group g is regions [starts[g], starts[g + 1]) */
     size_t groups;
@@ -32,9 +36,12 @@ static void announce_until(batch *b, size_t last) {
     size_t g = atomic_load(&b->announced);
     while (g <= last && g < b->groups) {
         if (atomic_compare_exchange_weak(&b->announced, &g, g + 1)) {
-            size_t first = b->starts[g];
-            sp_slide_prefetch_regions(b->reqs[first].slide, &b->reqs[first],
-                                      b->starts[g + 1] - first);
+            sp_region_request group[GROUP];
+            size_t n = 0;
+            for (size_t i = b->starts[g]; i < b->starts[g + 1] && n < GROUP; i++) {
+                group[n++] = b->reqs[b->order[i]];
+            }
+            sp_slide_prefetch_regions(group[0].slide, group, n);
             g++;
         }
     }
@@ -45,18 +52,82 @@ static void read_group(void *user, size_t g) {
     size_t first = b->starts[g], end = b->starts[g + 1];
     announce_until(b, g + AHEAD);
     for (size_t i = first; i < end; i++) {
-        const sp_region_request *r = &b->reqs[i];
-        b->statuses[i] = sp_slide_read_region(r->slide, r->format, r->dst, r->stride, r->level,
-                                              r->x, r->y, r->width, r->height);
+        const sp_region_request *r = &b->reqs[b->order[i]];
+        b->statuses[b->order[i]] = sp_slide_read_region(r->slide, r->format, r->dst, r->stride,
+                                                        r->level, r->x, r->y, r->width, r->height);
     }
+}
+
+/* Bits of x spread to the even places (0, 2, 4, ...). */
+static uint64_t spread(uint32_t x) {
+    uint64_t v = x;
+    v = (v | v << 16) & 0x0000FFFF0000FFFFull;
+    v = (v | v << 8) & 0x00FF00FF00FF00FFull;
+    v = (v | v << 4) & 0x0F0F0F0F0F0F0F0Full;
+    v = (v | v << 2) & 0x3333333333333333ull;
+    v = (v | v << 1) & 0x5555555555555555ull;
+    return v;
+}
+
+typedef struct place {
+    uintptr_t slide;
+    int32_t level;
+    uint64_t z; /* Z-order of the tile at the region's corner */
+    size_t i;
+} place;
+
+static place place_of(const sp_region_request *r, size_t i) {
+    place p = {(uintptr_t)r->slide, r->level, 0, i};
+    const sp_slide *s = r->slide;
+    if (s != NULL && r->level >= 0 && r->level < s->n_levels) {
+        const sp_level *l = &s->levels[r->level];
+        double ds = l->downsample > 0 ? l->downsample : 1;
+        double tx = r->x / ds / (double)(l->tile_width > 0 ? l->tile_width : 1);
+        double ty = r->y / ds / (double)(l->tile_height > 0 ? l->tile_height : 1);
+        uint32_t cx = tx > 0 && tx < 4e9 ? (uint32_t)tx : 0, cy = ty > 0 && ty < 4e9 ? (uint32_t)ty : 0;
+        p.z = spread(cx) | spread(cy) << 1;
+    }
+    return p;
+}
+
+static int by_place(const void *pa, const void *pb) {
+    const place *a = pa, *b = pb;
+    if (a->slide != b->slide) {
+        return a->slide < b->slide ? -1 : 1;
+    }
+    if (a->level != b->level) {
+        return a->level < b->level ? -1 : 1;
+    }
+    if (a->z != b->z) {
+        return a->z < b->z ? -1 : 1;
+    }
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* The regions' reading order into order[0..n); false when out of memory. */
+static bool reading_order(const sp_region_request *reqs, size_t n, size_t *order) {
+    place *places = malloc((n ? n : 1) * sizeof *places);
+    if (places == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        places[i] = place_of(&reqs[i], i);
+    }
+    qsort(places, n, sizeof *places, by_place);
+    for (size_t i = 0; i < n; i++) {
+        order[i] = places[i].i;
+    }
+    free(places);
+    return true;
 }
 
 /* Whether region i can join the group that region `first` starts, groups holding at most
  * `most` regions. */
-static bool joins(const sp_region_request *reqs, size_t first, size_t i, size_t most) {
-    const sp_slide *s = reqs[first].slide;
-    return i - first < most && s != NULL && s->prefetch && reqs[i].slide == s &&
-           reqs[i].level == reqs[first].level;
+static bool joins(const sp_region_request *reqs, const size_t *order, size_t first, size_t i,
+                  size_t most) {
+    const sp_region_request *a = &reqs[order[first]], *r = &reqs[order[i]];
+    return i - first < most && a->slide != NULL && a->slide->prefetch && r->slide == a->slide &&
+           r->level == a->level;
 }
 
 sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
@@ -65,8 +136,8 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
         return SP_E_INVALID_ARG;
     }
     sp_status local[64];
-    size_t local_starts[65];
-    batch b = {.reqs = reqs, .statuses = statuses, .starts = local_starts};
+    size_t local_starts[65], local_order[64];
+    batch b = {.reqs = reqs, .statuses = statuses, .starts = local_starts, .order = local_order};
     /* The verdict is the first failure in request order, so statuses are needed even when the
      * caller does not want them: on the stack when few, else on the heap. */
     sp_status *owned = NULL;
@@ -76,13 +147,18 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
     }
     if (n > 64) {
         b.starts = malloc((n + 1) * sizeof *b.starts);
+        b.order = malloc(n * sizeof *b.order);
     }
-    if (b.statuses == NULL || b.starts == NULL) {
+    if (b.statuses == NULL || b.starts == NULL || b.order == NULL ||
+        !reading_order(reqs, n, b.order)) {
         if (owned != local) {
             free(owned);
         }
         if (b.starts != local_starts) {
             free(b.starts);
+        }
+        if (b.order != local_order) {
+            free(b.order);
         }
         return SP_E_NOMEM;
     }
@@ -91,7 +167,7 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
     size_t most = n / t < 1 ? 1 : n / t > GROUP ? GROUP : n / t;
     size_t groups = 0;
     for (size_t i = 0; i < n; i++) {
-        if (groups == 0 || !joins(reqs, b.starts[groups - 1], i, most)) {
+        if (groups == 0 || !joins(reqs, b.order, b.starts[groups - 1], i, most)) {
             b.starts[groups++] = i;
         }
     }
@@ -108,6 +184,9 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
     }
     if (b.starts != local_starts) {
         free(b.starts);
+    }
+    if (b.order != local_order) {
+        free(b.order);
     }
     return first;
 }

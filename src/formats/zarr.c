@@ -32,6 +32,7 @@
 #include "core/strings.h"
 #include "formats/format.h"
 #include "formats/zarr_meta.h"
+#include "formats/zarr_recent.h"
 #include "formats/zarr_shards.h"
 #include "io/store.h"
 #include "io/store_prefetch.h"
@@ -702,8 +703,9 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
             }
         }
     }
-    uint8_t *chunk = NULL;
-    sp_status st = sp_alloc(&s->limits, m->chunk_bytes, "Zarr chunk", (void **)&chunk, err);
+    sp_zarr_recent *recent = sp_zarr_recent_get();
+    uint8_t *own = NULL; /* without a recent-chunk buffer */
+    sp_status st = SP_OK;
     int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
     int64_t cc = a->dim_c >= 0 ? m->chunk[a->dim_c] : 1;
     int64_t c_chunks = (a->channels + cc - 1) / cc;
@@ -716,15 +718,46 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
                 if (a->dim_c >= 0) {
                     index[a->dim_c] = kc;
                 }
-                st = load_chunk(s, a, index, chunk, err);
+                const uint8_t *chunk =
+                    recent ? sp_zarr_recent_find(recent, s->cache_id, a, index) : NULL;
+                if (chunk == NULL) {
+                    uint8_t *buf = NULL;
+                    if (recent != NULL) {
+                        buf = sp_zarr_recent_prepare(recent, &s->limits, m->chunk_bytes, err);
+                    } else if (own != NULL ||
+                               sp_alloc(&s->limits, m->chunk_bytes, "Zarr chunk", (void **)&own,
+                                        err) == SP_OK) {
+                        buf = own;
+                    }
+                    st = buf != NULL ? load_chunk(s, a, index, buf, err) : err->status;
+                    if (st == SP_OK && recent != NULL) {
+                        sp_zarr_recent_keep(recent, s->cache_id, a, index);
+                    }
+                    chunk = buf;
+                }
                 if (st == SP_OK) {
                     paint_chunk(a, chunk, gy, gx, kc, x0, y0, w, h, out, stride);
                 }
             }
         }
     }
-    free(chunk);
+    free(own);
     return st;
+}
+
+/* A level's tile side for a chunk side: the chunk's, up to MAX_TILE. A larger chunk is split
+ * into equal tiles of at most MAX_TILE (and at least MIN_SPLIT) where its side divides evenly:
+ * such tiles fit the tile cache, and a region converts only the tiles it covers, while the chunk
+ * itself is decoded once for the tiles one thread reads from it (zarr_recent.h). */
+#define MAX_TILE 1024
+#define MIN_SPLIT 256
+static int64_t tile_side(int64_t chunk) {
+    for (int64_t k = 2; chunk > MAX_TILE && chunk / k >= MIN_SPLIT; k++) {
+        if (chunk % k == 0 && chunk / k <= MAX_TILE) {
+            return chunk / k;
+        }
+    }
+    return chunk;
 }
 
 static sp_status zarr_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
@@ -788,11 +821,15 @@ static void zarr_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *til
     zarr_shard *shards[MOST] = {0};
     sp_byte_range ranges[MOST];
     int64_t found = 0;
+    const sp_zarr_recent *recent = sp_zarr_recent_get();
     for (int64_t i = 0; i < count; i++) {
         char key[KEY_MAX], where[KEY_MAX + 600];
         char *path = NULL;
         uint64_t which = 0;
         sp_err ignored = {0};
+        if (recent != NULL && sp_zarr_recent_find(recent, s->cache_id, a, positions[i]) != NULL) {
+            continue; /* this thread holds it decoded: the tiles of a large chunk */
+        }
         if (chunk_file(a, positions[i], key, &path, &which, &ignored) != SP_OK) {
             continue;
         }
@@ -889,8 +926,8 @@ static sp_status add_levels(sp_slide *s, zarr_slide *z, const char *group_dir,
         sp_level level = {
             .width = m->shape[a->dim_x],
             .height = m->shape[a->dim_y],
-            .tile_width = m->chunk[a->dim_x],
-            .tile_height = m->chunk[a->dim_y],
+            .tile_width = tile_side(m->chunk[a->dim_x]),
+            .tile_height = tile_side(m->chunk[a->dim_y]),
             .compression = codec_label(m->codec),
             .priv = a,
         };

@@ -159,6 +159,7 @@ def write_store(
     scale: float = MPP,
     endian: str = "little",
     extra_attrs: dict | None = None,
+    yx=(CHUNK, CHUNK),
 ) -> Path:
     """Write an OME-Zarr image group with zarr-python: one array per level ("0", "1", ...)."""
     channels = levels[0].shape[-1]
@@ -166,7 +167,7 @@ def write_store(
     group = zarr.open_group(str(path), mode="w", zarr_format=fmt)
     for i, data in enumerate(levels):
         arr_data = to_layout(data, axes)
-        chunks = layout_chunks(axes, c_chunk, channels)
+        chunks = layout_chunks(axes, c_chunk, channels, yx)
         kwargs = dict(
             name=str(i),
             shape=arr_data.shape,
@@ -336,6 +337,22 @@ def test_layouts_and_codecs(tmp_path, case, info, read_region, assert_same_pixel
     assert props["zarr.data-type"] == np.dtype(dtype).newbyteorder("=").name
     assert props["slidepipe.vendor"] == "ome-zarr"
     check_pixels(read_region, assert_same_pixels, path, facts, [to_rgba(a) for a in levels], case)
+
+
+@pytest.mark.parametrize("chunk, tile", [(2048, 1024), (1500, 750), (1031, 1031)])
+def test_large_chunks_read_as_smaller_tiles(tmp_path, chunk, tile, info, read_region,
+                                            assert_same_pixels):
+    """A chunk over 1024 pixels is read as equal tiles of at most 1024 where its side divides
+    evenly (a prime side stays whole), with the array's pixels at every tile and chunk border.
+    (python/tests/test_binding.py reads batches of such a store.)"""
+    level = pattern(2300, 2500, 3, np.uint8, 5)
+    path = write_store(tmp_path / "big.zarr", [level], yx=(chunk, chunk))
+    facts = info(path)
+    assert (facts["levels"][0]["tile_width"], facts["levels"][0]["tile_height"]) == (tile, tile)
+    check_pixels(read_region, assert_same_pixels, path, facts, [to_rgba(level)], f"chunk {chunk}")
+    for x, y in [(tile - 5, chunk - 7), (chunk - 100, 3), (2 * tile - 1, 2 * tile - 1)]:
+        got = read_region(path, 0, x, y, 300, 200)
+        assert_same_pixels(got, window(to_rgba(level), x, y, 300, 200), f"chunk {chunk} at {x},{y}")
 
 
 def test_zarr_python_reads_the_same(tmp_path):
