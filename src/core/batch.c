@@ -84,7 +84,8 @@ static place place_of(const sp_region_request *r, size_t i) {
         double ds = l->downsample > 0 ? l->downsample : 1;
         double tx = r->x / ds / (double)(l->tile_width > 0 ? l->tile_width : 1);
         double ty = r->y / ds / (double)(l->tile_height > 0 ? l->tile_height : 1);
-        uint32_t cx = tx > 0 && tx < 4e9 ? (uint32_t)tx : 0, cy = ty > 0 && ty < 4e9 ? (uint32_t)ty : 0;
+        uint32_t cx = tx > 0 && tx < 4e9 ? (uint32_t)tx : 0;
+        uint32_t cy = ty > 0 && ty < 4e9 ? (uint32_t)ty : 0;
         p.z = spread(cx) | spread(cy) << 1;
     }
     return p;
