@@ -150,18 +150,10 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
         b.starts = malloc((n + 1) * sizeof *b.starts);
         b.order = malloc(n * sizeof *b.order);
     }
+    sp_status first = SP_E_NOMEM;
     if (b.statuses == NULL || b.starts == NULL || b.order == NULL ||
         !reading_order(reqs, n, b.order)) {
-        if (owned != local) {
-            free(owned);
-        }
-        if (b.starts != local_starts) {
-            free(b.starts);
-        }
-        if (b.order != local_order) {
-            free(b.order);
-        }
-        return SP_E_NOMEM;
+        goto done;
     }
     /* Groups no larger than leaves every thread a group. */
     size_t t = threads > 0 ? (size_t)threads : (size_t)sp_pool_cores();
@@ -176,10 +168,11 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
     b.groups = groups;
     atomic_init(&b.announced, 0);
     sp_pool_run(groups, threads, read_group, &b);
-    sp_status first = SP_OK;
+    first = SP_OK;
     for (size_t i = 0; i < n && first == SP_OK; i++) {
         first = b.statuses[i];
     }
+done:
     if (owned != local) {
         free(owned);
     }

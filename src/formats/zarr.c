@@ -704,8 +704,7 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
         }
     }
     sp_zarr_recent *recent = sp_zarr_recent_get();
-    uint8_t *own = NULL; /* without a recent-chunk buffer */
-    sp_status st = SP_OK;
+    sp_status st = recent ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
     int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
     int64_t cc = a->dim_c >= 0 ? m->chunk[a->dim_c] : 1;
     int64_t c_chunks = (a->channels + cc - 1) / cc;
@@ -718,19 +717,11 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
                 if (a->dim_c >= 0) {
                     index[a->dim_c] = kc;
                 }
-                const uint8_t *chunk =
-                    recent ? sp_zarr_recent_find(recent, s->cache_id, a, index) : NULL;
+                const uint8_t *chunk = sp_zarr_recent_find(recent, s->cache_id, a, index);
                 if (chunk == NULL) {
-                    uint8_t *buf = NULL;
-                    if (recent != NULL) {
-                        buf = sp_zarr_recent_prepare(recent, &s->limits, m->chunk_bytes, err);
-                    } else if (own != NULL ||
-                               sp_alloc(&s->limits, m->chunk_bytes, "Zarr chunk", (void **)&own,
-                                        err) == SP_OK) {
-                        buf = own;
-                    }
+                    uint8_t *buf = sp_zarr_recent_prepare(recent, &s->limits, m->chunk_bytes, err);
                     st = buf != NULL ? load_chunk(s, a, index, buf, err) : err->status;
-                    if (st == SP_OK && recent != NULL) {
+                    if (st == SP_OK) {
                         sp_zarr_recent_keep(recent, s->cache_id, a, index);
                     }
                     chunk = buf;
@@ -741,7 +732,6 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
             }
         }
     }
-    free(own);
     return st;
 }
 

@@ -18,7 +18,7 @@
 
 typedef struct sp_zarr_recent sp_zarr_recent;
 
-/* This thread's, or NULL when out of memory (then every read decodes into its own buffer). */
+/* This thread's, or NULL when out of memory. */
 sp_zarr_recent *sp_zarr_recent_get(void);
 
 /* The decoded chunk at grid position index[0..SP_ZARR_MAX_DIMS) of `array` (an opaque key) of
