@@ -23,7 +23,7 @@
 #include "core/thread_pool.h"
 
 #define GROUP 4
-#define AHEAD 2
+#define AHEAD 4
 
 typedef struct batch {
     const sp_region_request *reqs;
