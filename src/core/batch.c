@@ -55,9 +55,8 @@ static void announce(batch *b, size_t g) {
  * Two threads reading neighbours at once would both miss the tiles those share and decode
  * them twice; long runs first keep the threads apart, short runs last keep them equally busy
  * to the end. Where a slide is remote, groups are taken one at a time: a group already holds
- * neighbouring regions, and runs measured slower over HTTP on 8 and 16 threads (their tiles,
- * announced ahead within each run, outnumbered the files and blocks kept for the reads). False
- * when nothing is left. */
+ * neighbouring regions, and runs measured 10-20% slower over HTTP on 8 and 16 threads
+ * (docs/reading.md). False when nothing is left. */
 static bool take_run(batch *b, size_t *first, size_t *end) {
     size_t g = atomic_load(&b->next);
     for (;;) {
