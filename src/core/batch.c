@@ -32,22 +32,25 @@ typedef struct batch {
     size_t *starts; /* group g is regions [starts[g], starts[g + 1]) */
     size_t groups;
     size_t threads;
-    bool one_by_one;         /* groups are taken one at a time (some slide is remote) */
+    bool remote;             /* some slide is remote: groups are taken one at a time, announced */
     atomic_size_t next;      /* the first group no thread has taken yet */
-    atomic_bool *announced;  /* per group: its tiles have been announced */
+    atomic_size_t announced; /* groups before this one have been announced */
 } batch;
 
-/* Announce group g's tiles, unless some thread already has. */
-static void announce(batch *b, size_t g) {
-    if (g >= b->groups || atomic_exchange(&b->announced[g], true)) {
-        return;
+/* Announce every group up to `last` not announced yet, each once whichever thread gets there. */
+static void announce_until(batch *b, size_t last) {
+    size_t g = atomic_load(&b->announced);
+    while (g <= last && g < b->groups) {
+        if (atomic_compare_exchange_weak(&b->announced, &g, g + 1)) {
+            sp_region_request group[GROUP];
+            size_t n = 0;
+            for (size_t i = b->starts[g]; i < b->starts[g + 1] && n < GROUP; i++) {
+                group[n++] = b->reqs[b->order[i]];
+            }
+            sp_slide_prefetch_regions(group[0].slide, group, n);
+            g++;
+        }
     }
-    sp_region_request group[GROUP];
-    size_t n = 0;
-    for (size_t i = b->starts[g]; i < b->starts[g + 1] && n < GROUP; i++) {
-        group[n++] = b->reqs[b->order[i]];
-    }
-    sp_slide_prefetch_regions(group[0].slide, group, n);
 }
 
 /* Take the next run of neighbouring groups into [*first, *end): a share of what is left that
@@ -63,7 +66,7 @@ static bool take_run(batch *b, size_t *first, size_t *end) {
         if (g >= b->groups) {
             return false;
         }
-        size_t take = b->one_by_one ? 1 : (b->groups - g) / (2 * b->threads);
+        size_t take = b->remote ? 1 : (b->groups - g) / (2 * b->threads);
         take = take > 0 ? take : 1;
         if (atomic_compare_exchange_weak(&b->next, &g, g + take)) {
             *first = g;
@@ -73,16 +76,16 @@ static bool take_run(batch *b, size_t *first, size_t *end) {
     }
 }
 
-/* One thread's share of the batch: runs of groups until none is left. Before reading a group
- * it announces the AHEAD groups that follow it, in its run and past the run's end in the groups
- * no thread has taken yet, so that requests stay on their way across runs. */
+/* One thread's share of the batch: runs of groups until none is left. Where a slide is remote,
+ * before reading a group it announces every group up to AHEAD past those taken, so that the
+ * next groups' requests are on their way while this one is decoded. */
 static void read_runs(void *user, size_t thread) {
     (void)thread;
     batch *b = user;
     for (size_t first, end; take_run(b, &first, &end);) {
         for (size_t g = first; g < end; g++) {
-            for (size_t k = 0; k <= AHEAD; k++) {
-                announce(b, g + k < end ? g + k : atomic_load(&b->next) + (g + k - end));
+            if (b->remote) {
+                announce_until(b, atomic_load(&b->next) + AHEAD - 1);
             }
             for (size_t i = b->starts[g]; i < b->starts[g + 1]; i++) {
                 const sp_region_request *r = &b->reqs[b->order[i]];
@@ -174,12 +177,7 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
     }
     sp_status local[64];
     size_t local_starts[65], local_order[64];
-    atomic_bool local_announced[64];
-    batch b = {.reqs = reqs,
-               .statuses = statuses,
-               .starts = local_starts,
-               .order = local_order,
-               .announced = local_announced};
+    batch b = {.reqs = reqs, .statuses = statuses, .starts = local_starts, .order = local_order};
     /* The verdict is the first failure in request order, so statuses are needed even when the
      * caller does not want them: on the stack when few, else on the heap. */
     sp_status *owned = NULL;
@@ -190,10 +188,9 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
     if (n > 64) {
         b.starts = malloc((n + 1) * sizeof *b.starts);
         b.order = malloc(n * sizeof *b.order);
-        b.announced = malloc(n * sizeof *b.announced);
     }
     sp_status first = SP_E_NOMEM;
-    if (b.statuses == NULL || b.starts == NULL || b.order == NULL || b.announced == NULL ||
+    if (b.statuses == NULL || b.starts == NULL || b.order == NULL ||
         !reading_order(reqs, n, b.order)) {
         goto done;
     }
@@ -205,15 +202,13 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
         if (groups == 0 || !joins(reqs, b.order, b.starts[groups - 1], i, most)) {
             b.starts[groups++] = i;
         }
-        b.one_by_one |= reqs[i].slide != NULL && reqs[i].slide->prefetch;
+        b.remote |= reqs[i].slide != NULL && reqs[i].slide->prefetch;
     }
     b.starts[groups] = n;
     b.groups = groups;
     b.threads = t < groups ? t : groups;
     atomic_init(&b.next, 0);
-    for (size_t g = 0; g < groups; g++) {
-        atomic_init(&b.announced[g], false);
-    }
+    atomic_init(&b.announced, 0);
     if (groups > 0) {
         sp_pool_run(b.threads, (int)b.threads, read_runs, &b);
     }
@@ -230,9 +225,6 @@ done:
     }
     if (b.order != local_order) {
         free(b.order);
-    }
-    if (b.announced != local_announced) {
-        free(b.announced);
     }
     return first;
 }
