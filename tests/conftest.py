@@ -32,7 +32,7 @@ DEFAULT_BIN = REPO_ROOT / "build" / "slidepipe"
 DEFAULT_TESTDATA = REPO_ROOT.parent / "shared" / "testdata"
 
 # Folders holding slides that the reader is expected to support and OpenSlide can check.
-ORACLE_FOLDERS = ("aperio", "generic-tiff")
+ORACLE_FOLDERS = ("aperio", "generic-tiff", "ndpi")
 # Files in the test-data folder that are documentation, not slides.
 NOT_SLIDES = {"README.md", "reference.json"}
 

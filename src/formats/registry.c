@@ -1,6 +1,7 @@
 /* registry.c — the list of slide formats, most specific first (a vendor TIFF before generic). */
 #include "formats/format.h"
 
+extern const sp_format sp_format_hamamatsu_ndpi;
 extern const sp_format sp_format_aperio;
 extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
@@ -8,6 +9,7 @@ extern const sp_format sp_format_ome_zarr;
 extern const sp_format sp_format_generic_tiff;
 
 const sp_format *const sp_formats[] = {
+    &sp_format_hamamatsu_ndpi,
     &sp_format_aperio,
     &sp_format_ome_tiff,
     &sp_format_dicom,

@@ -138,7 +138,8 @@ bool sp_tiff_entry_double(const sp_tiff *tiff, const sp_tiff_entry *e, uint64_t 
         if (!sp_tiff_entry_uint(tiff, e, i, &v)) {
             return false;
         }
-        *out = (double)v;
+        bool is_signed = e->type == 6 || e->type == 8 || e->type == 9 || e->type == 17;
+        *out = is_signed ? (double)(int64_t)v : (double)v;
         return true;
     }
     }

@@ -19,6 +19,7 @@ OPENS = {
     "robustness/smalltif.tif": "test_tifffile_oracle (exact; 16-bit mapped)",
     "robustness/tiff_tiled_planar_16bit_RGBa.tiff": "test_tifffile_oracle (exact; 16-bit, associated alpha)",
     "robustness/sparse.tiff": "test_tifffile_oracle (every tile missing: transparent)",
+    "ndpi/test3-DAPI-2-387.ndpi": "test_openslide_oracle (exact: facts, every level, macro)",
     "dicom/multi_frame_jpeg_camelyon_challenge_image.dcm": "test_dicom (OpenSlide 4)",
     "dicom/boxes/boxes_0.dcm": "test_dicom (OpenSlide 4), as one file of the series",
     "dicom/boxes/boxes_1.dcm": "test_dicom, as one file of the series",

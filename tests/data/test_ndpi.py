@@ -1,0 +1,102 @@
+"""Hamamatsu NDPI beyond the OpenSlide oracle (tests/data/test_openslide_oracle.py checks the
+shared file's facts and pixels): a level's restart intervals are found by reading the strip when
+the McuStarts tag (65426) is absent or does not fit the level, with the same pixels."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tifffile = pytest.importorskip("tifffile", reason="tifffile finds the NDPI tags to patch")
+
+NDPI = "ndpi/test3-DAPI-2-387.ndpi"
+MCU_STARTS = 65426
+
+
+@pytest.fixture(scope="module")
+def ndpi(testdata) -> Path:
+    path = testdata / NDPI
+    if not path.is_file():
+        pytest.skip(f"{NDPI} is not in the shared test data")
+    return path
+
+
+def _patched(src: Path, dst: Path, patch) -> Path:
+    """A copy of src with patch(buffer, tag) applied to every page's McuStarts tag."""
+    data = bytearray(src.read_bytes())
+    with tifffile.TiffFile(src) as tif:
+        tags = [p.tags[MCU_STARTS] for p in tif.pages if MCU_STARTS in p.tags]
+    assert tags, f"{src} has no McuStarts tag"
+    for tag in tags:
+        patch(data, tag)
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+def _regions(info):
+    """Regions on every level: the top-left corner, the middle, the bottom-right edge."""
+    out = []
+    for level, lv in enumerate(info["levels"]):
+        w, h = lv["width"], lv["height"]
+        ds = lv["downsample"]
+        for lx, ly in ((0, 0), (w // 2 - 50, h // 2 - 37), (w - 60, h - 20)):
+            out.append((level, int(lx * ds), int(ly * ds), 100, 75))
+    return out
+
+
+def _same_as_original(original: Path, patched: Path, sp):
+    want, got = sp.info(original), sp.info(patched)
+    assert got["levels"] == want["levels"], f"{patched.name}: levels differ from the original's"
+    for level, x, y, w, h in _regions(want):
+        a = sp.read_region(original, level, x, y, w, h)
+        b = sp.read_region(patched, level, x, y, w, h)
+        assert np.array_equal(a, b), f"{patched.name}: level {level} at ({x}, {y}) differs"
+
+
+def test_restart_markers_found_without_mcu_starts(ndpi, tmp_path, sp):
+    """With the tag renamed (65426 -> 65427, which the file does not use), the intervals come
+    from a scan of each strip and read the same pixels."""
+
+    def rename(data, tag):
+        struct.pack_into("<H", data, tag.offset, MCU_STARTS + 1)
+
+    _same_as_original(ndpi, _patched(ndpi, tmp_path / "no-mcu-starts.ndpi", rename), sp)
+
+
+def test_mcu_starts_that_do_not_fit_are_not_used(ndpi, tmp_path, sp):
+    """An McuStarts whose first offset is not where the header ends (or whose offsets do not
+    increase) is ignored in favour of the scan: the same pixels again."""
+
+    def spoil(data, tag):
+        (first,) = struct.unpack_from("<I", data, tag.valueoffset)
+        struct.pack_into("<I", data, tag.valueoffset, first + 7)
+
+    _same_as_original(ndpi, _patched(ndpi, tmp_path / "bad-mcu-starts.ndpi", spoil), sp)
+
+
+def test_level_without_its_restart_markers_fails_cleanly(ndpi, tmp_path, run):
+    """With the tag gone and level 0's restart markers overwritten, the level cannot be cut into
+    its intervals: exit 1 and one line naming the file and the count found."""
+    data = bytearray(ndpi.read_bytes())
+    with tifffile.TiffFile(ndpi) as tif:
+        page = tif.pages[0]
+        start, length = page.tags[273].value, page.tags[279].value
+        start = start[0] if isinstance(start, tuple) else start
+        length = length[0] if isinstance(length, tuple) else length
+        for p in tif.pages:
+            if MCU_STARTS in p.tags:
+                struct.pack_into("<H", data, p.tags[MCU_STARTS].offset, MCU_STARTS + 1)
+    strip = bytes(data[start:start + length])
+    for k in range(8):  # FF Dk -> FF 00 (a stuffed byte): no marker left
+        strip = strip.replace(bytes([0xFF, 0xD0 + k]), b"\xff\x00")
+    data[start:start + length] = strip
+    path = tmp_path / "no-restart-markers.ndpi"
+    path.write_bytes(bytes(data))
+    proc = run(["info", path])
+    assert proc.returncode == 1, proc
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
+    assert str(path) in lines[0] and "restart intervals found" in lines[0], lines[0]
