@@ -11,6 +11,11 @@
  * that transparent pixels (outside the slide) do not darken their neighbours. With f = 1 and
  * whole-pixel offsets this is an exact copy. docs/reading.md says how DCT scaling differs from
  * this average.
+ *
+ * The source is painted in bands of whole tile rows, top to bottom, and each painted row is
+ * added to the output rows it falls in, which are written as soon as they are complete: memory
+ * is one band plus a few output rows of sums, whatever the request, and each tile under the
+ * request is decoded once per call, even one too large for the tile cache.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -58,9 +63,115 @@ static uint8_t to_byte(double v) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *dst,
-                                      int64_t stride, double downsample, int64_t x, int64_t y,
-                                      int64_t w, int64_t h) {
+/* Source rows painted per band: whole tile rows of the level seen at 1/scale (so a band never
+ * cuts a tile that the next band would decode again), at least 64 rows where the tiles are
+ * shorter, and no more than SCALED_BAND_BYTES of pixels unless one tile row needs more. */
+#define SCALED_BAND_BYTES (32 << 20)
+
+static int64_t band_rows(int64_t tile_h, int64_t sw) {
+    int64_t k = (64 + tile_h - 1) / tile_h;
+    int64_t fit = SCALED_BAND_BYTES / (sw * 4 * tile_h);
+    k = k < fit ? k : fit;
+    return (k < 1 ? 1 : k) * tile_h;
+}
+
+/* The most output rows whose spans hold a common source row, for the ring of accumulators. */
+static int64_t open_rows(const span *rows, int64_t h) {
+    int64_t most = 1;
+    for (int64_t j = 0, k = 0; j < h; j++) {
+        k = k > j ? k : j;
+        while (k < h && rows[k].first < rows[j].first + rows[j].n) {
+            k++;
+        }
+        most = k - j > most ? k - j : most;
+    }
+    return most;
+}
+
+/* What a streaming scaled read holds: the output's spans and weights, the band of source rows
+ * being painted, one source row averaged across, and the ring of output rows in progress. */
+typedef struct scaler {
+    sp_slide *s;
+    sp_pixel_format fmt;
+    uint8_t *dst;
+    int64_t stride, w, h;
+    double f;
+    span *cols, *rows;
+    double *wx, *wy;
+    double *across; /* w x 4: the current source row averaged across (premultiplied) */
+    double *ring;   /* ring_n x w x 4: output rows in progress */
+    int64_t ring_n;
+    int64_t opened, done; /* output rows [done, opened) are in progress */
+} scaler;
+
+static void average_across(scaler *c, const uint8_t *in) {
+    for (int64_t i = 0; i < c->w; i++) {
+        double acc[4] = {0, 0, 0, 0};
+        const double *wt = c->wx + c->cols[i].weight0;
+        for (int k = 0; k < c->cols[i].n; k++) {
+            const uint8_t *p = in + (c->cols[i].first + k) * 4;
+            double a = wt[k] * p[3];
+            acc[0] += a * p[0];
+            acc[1] += a * p[1];
+            acc[2] += a * p[2];
+            acc[3] += a;
+        }
+        memcpy(c->across + i * 4, acc, sizeof acc);
+    }
+}
+
+/* Output row j, whose every source row has been added, into the caller's buffer. */
+static void finish_row(const scaler *c, int64_t j) {
+    const double *acc = c->ring + (j % c->ring_n) * c->w * 4;
+    uint8_t *o = c->dst + j * c->stride;
+    int bpp = sp_pixel_format_bytes(c->fmt);
+    double area = c->f * c->f * 255.0;
+    for (int64_t i = 0; i < c->w; i++, acc += 4) {
+        uint8_t px[4] = {0, 0, 0, 0};
+        if (acc[3] > 0) {
+            px[0] = to_byte(acc[0] / acc[3]);
+            px[1] = to_byte(acc[1] / acc[3]);
+            px[2] = to_byte(acc[2] / acc[3]);
+            px[3] = to_byte(acc[3] / area * 255.0);
+        }
+        uint8_t *q = o + i * bpp;
+        if (c->fmt == SP_PIXEL_RGBA8) {
+            memcpy(q, px, 4);
+        } else {
+            for (int k = 0; k < 3; k++) {
+                q[k] = (uint8_t)((px[k] * px[3] + c->s->background[k] * (255 - px[3]) + 127) / 255);
+            }
+        }
+    }
+}
+
+/* Add source row r (painted, in `in`) to the output rows whose spans hold it, and finish those
+ * it completes. */
+static void add_source_row(scaler *c, int64_t r, const uint8_t *in) {
+    while (c->opened < c->h && c->rows[c->opened].first <= r) {
+        memset(c->ring + (c->opened % c->ring_n) * c->w * 4, 0, (size_t)c->w * 4 * sizeof(double));
+        c->opened++;
+    }
+    average_across(c, in);
+    for (int64_t j = c->done; j < c->opened; j++) {
+        int64_t k = r - c->rows[j].first;
+        if (k < 0 || k >= c->rows[j].n) {
+            continue;
+        }
+        double wt = c->wy[c->rows[j].weight0 + k];
+        double *acc = c->ring + (j % c->ring_n) * c->w * 4;
+        for (int64_t i = 0; i < c->w * 4; i++) {
+            acc[i] += wt * c->across[i];
+        }
+    }
+    while (c->done < c->opened && c->rows[c->done].first + c->rows[c->done].n - 1 <= r) {
+        finish_row(c, c->done++);
+    }
+}
+
+sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
+                                      double downsample, int64_t x, int64_t y, int64_t w,
+                                      int64_t h) {
     int bpp = sp_pixel_format_bytes(fmt);
     if (s == NULL || dst == NULL || bpp == 0 || w < 0 || h < 0 || stride < w * bpp ||
         !(downsample >= 1.0 && downsample <= 1e6) || w > (1 << 24) || h > (1 << 24)) {
@@ -86,91 +197,60 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
     if (!(fabs(u0) < 1e15 && fabs(v0) < 1e15)) {
         return SP_E_INVALID_ARG;
     }
-    /* The source under the request (and the weight tables, ceil(f) + 2 per output pixel) must
-     * stay within the allocation limit, checked before anything is allocated. */
+    /* A band of source rows (at least one tile row, ceil(f) + 2 rows of weights per output
+     * pixel) must stay within the allocation limit, checked before anything is allocated. */
     double max_alloc = (double)s->limits.value[SP_LIMIT_MAX_ALLOC];
-    if ((double)w * f * (double)h * f * 4 > max_alloc || (double)h * f * (double)w * 32 > max_alloc ||
+    double tile_rows = (double)(l->tile_height / scale) + f + 2;
+    if ((double)w * (f + 2) * tile_rows * 4 > max_alloc ||
         (double)(w > h ? w : h) * (f + 3) * 8 > max_alloc) {
         for (int64_t j = 0; j < h; j++) {
             memset((uint8_t *)dst + j * stride, 0, (size_t)(w * bpp));
         }
         return SP_E_LIMIT;
     }
-    double *wx = NULL, *wy = NULL;
+    scaler c = {.s = s, .fmt = fmt, .dst = dst, .stride = stride, .w = w, .h = h, .f = f};
     int64_t sx0 = (int64_t)floor(u0), sy0 = (int64_t)floor(v0);
-    span *cols = make_spans(u0 - (double)sx0, f, w, &wx);
-    span *rows = make_spans(v0 - (double)sy0, f, h, &wy);
-    int64_t sw = cols ? cols[w - 1].first + cols[w - 1].n : 0;
-    int64_t sh = rows ? rows[h - 1].first + rows[h - 1].n : 0;
+    c.cols = make_spans(u0 - (double)sx0, f, w, &c.wx);
+    c.rows = make_spans(v0 - (double)sy0, f, h, &c.wy);
+    int64_t sw = c.cols ? c.cols[w - 1].first + c.cols[w - 1].n : 0;
+    int64_t sh = c.rows ? c.rows[h - 1].first + c.rows[h - 1].n : 0;
+    int64_t tile_h = l->tile_height / scale;
+    int64_t band = c.rows ? band_rows(tile_h, sw) : 0;
     uint8_t *src = NULL;
-    double *tmp = NULL; /* rows of the source averaged across: sh x w x 4 (premultiplied) */
     sp_status st = SP_E_NOMEM;
-    if (cols && rows && (uint64_t)sw * (uint64_t)sh <= ((uint64_t)1 << 31)) {
-        src = malloc((size_t)(sw * sh * 4));
-        tmp = malloc((size_t)(sh * w * 4) * sizeof *tmp);
+    if (c.cols && c.rows) {
+        c.ring_n = open_rows(c.rows, h);
+        src = malloc((size_t)(sw * band * 4));
+        c.across = malloc((size_t)w * 4 * sizeof *c.across);
+        c.ring = malloc((size_t)(c.ring_n * w * 4) * sizeof *c.ring);
     }
-    if (src != NULL && tmp != NULL) {
-        st = sp_slide_read_level_area(s, SP_PIXEL_RGBA8, src, sw * 4, level, scale, sx0, sy0, sw,
-                                      sh, 0);
+    if (src != NULL && c.across != NULL && c.ring != NULL) {
+        st = SP_OK;
     }
-    if (st == SP_OK) {
-        for (int64_t r = 0; r < sh; r++) {
-            const uint8_t *in = src + r * sw * 4;
-            double *out = tmp + r * w * 4;
-            for (int64_t i = 0; i < w; i++) {
-                double acc[4] = {0, 0, 0, 0};
-                const double *wt = wx + cols[i].weight0;
-                for (int k = 0; k < cols[i].n; k++) {
-                    const uint8_t *p = in + (cols[i].first + k) * 4;
-                    double a = wt[k] * p[3];
-                    acc[0] += a * p[0];
-                    acc[1] += a * p[1];
-                    acc[2] += a * p[2];
-                    acc[3] += a;
-                }
-                memcpy(out + i * 4, acc, sizeof acc);
-            }
+    /* Bands end on tile-row boundaries of the level at 1/scale (sy0 + r counts its rows). */
+    for (int64_t r0 = 0; st == SP_OK && r0 < sh;) {
+        int64_t end = sy0 + r0 + band;
+        end -= ((end % tile_h) + tile_h) % tile_h;
+        int64_t r1 = end - sy0 > r0 ? end - sy0 : r0 + band;
+        r1 = r1 < sh ? r1 : sh;
+        st = sp_slide_read_level_area(s, SP_PIXEL_RGBA8, src, sw * 4, level, scale, sx0, sy0 + r0,
+                                      sw, r1 - r0, 0);
+        for (int64_t r = r0; st == SP_OK && r < r1; r++) {
+            add_source_row(&c, r, src + (r - r0) * sw * 4);
         }
-        uint8_t *o = dst;
-        for (int64_t j = 0; j < h; j++) {
-            const double *wt = wy + rows[j].weight0;
-            for (int64_t i = 0; i < w; i++) {
-                double acc[4] = {0, 0, 0, 0};
-                for (int k = 0; k < rows[j].n; k++) {
-                    const double *p = tmp + ((rows[j].first + k) * w + i) * 4;
-                    for (int c = 0; c < 4; c++) {
-                        acc[c] += wt[k] * p[c];
-                    }
-                }
-                uint8_t px[4] = {0, 0, 0, 0};
-                double area = f * f * 255.0;
-                if (acc[3] > 0) {
-                    px[0] = to_byte(acc[0] / acc[3]);
-                    px[1] = to_byte(acc[1] / acc[3]);
-                    px[2] = to_byte(acc[2] / acc[3]);
-                    px[3] = to_byte(acc[3] / area * 255.0);
-                }
-                uint8_t *q = o + j * stride + i * bpp;
-                if (fmt == SP_PIXEL_RGBA8) {
-                    memcpy(q, px, 4);
-                } else {
-                    for (int c = 0; c < 3; c++) {
-                        q[c] = (uint8_t)((px[c] * px[3] + s->background[c] * (255 - px[3]) + 127) /
-                                         255);
-                    }
-                }
-            }
-        }
-    } else {
+        r0 = r1;
+    }
+    if (st != SP_OK) {
         for (int64_t j = 0; j < h; j++) {
             memset((uint8_t *)dst + j * stride, 0, (size_t)(w * bpp));
         }
     }
     free(src);
-    free(tmp);
-    free(cols);
-    free(rows);
-    free(wx);
-    free(wy);
+    free(c.across);
+    free(c.ring);
+    free(c.cols);
+    free(c.rows);
+    free(c.wx);
+    free(c.wy);
     return st;
 }

@@ -3,7 +3,7 @@
 Two parts. First, every test-data file that the OpenSlide oracle does not cover (robustness/,
 ome-tiff/, qptiff/, strip-tiff/, dicom/, and any aperio/ or generic-tiff/ file OpenSlide 4 cannot
 open) goes through `info`, `info --json`, `region` (256x256 at the origin) and `thumbnail`.
-Second, seeded mutants of two small real slides (byte flips in the first 64 KiB and in the TIFF
+Second, seeded mutants of three small real slides (byte flips in the first 64 KiB and in the TIFF
 directories, truncations, zeroed ranges) go through `info` and `region`.
 
 For a valid command line the only acceptable outcomes are exit 0 (it read the file) or exit 1
@@ -16,24 +16,33 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import random
 import signal
 import struct
 import subprocess
+import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 imagecodecs = pytest.importorskip("imagecodecs", reason="imagecodecs decodes the PNG output")
 
 TIMEOUT_S = 20  # per command; a normal run takes well under a second
 REGION = 256
-MUTANTS = 200  # in all, split evenly between the base slides
+MUTANTS = 300  # in all, split evenly between the base slides
 MUTATION_SEED = 20250601
-MUTATION_BASES = ("aperio/CMU-1-Small-Region.svs", "generic-tiff/boxes.tiff")
+MUTATION_BASES = (
+    "aperio/CMU-1-Small-Region.svs",
+    "generic-tiff/boxes.tiff",
+    "ndpi/test3-DAPI-2-387.ndpi",
+)
 # The mutants' region: wide and tall enough to decode every tile whose data lie in the first
-# 64 KiB of either base (CMU-1-Small-Region stores its 240x240 tiles row by row, ten to a row,
-# from offset 16; boxes.tiff is 300x250 in all), so byte flips there reach the decoders.
+# 64 KiB of each base (CMU-1-Small-Region stores its 240x240 tiles row by row, ten to a row,
+# from offset 16; boxes.tiff is 300x250 in all; the NDPI's first 64 KiB hold level 0's JPEG
+# header and its first 30 restart intervals, 3968x8 pixels each), so byte flips there reach the
+# decoders and the NDPI header parser.
 MUTANT_REGION = (2304, 480)
 
 
@@ -239,3 +248,94 @@ def test_mutations_are_deterministic():
     b = [_mutate(data, random.Random(MUTATION_SEED * 1000 + i)) for i in range(20)]
     assert a == b
     assert any(m != data for m, _ in a)
+
+
+# ---- work bounded by the input ----------------------------------------------------------------
+
+HUGE_TILE = 16000  # pixels a side: one JPEG tile under the default tile limit (2^28 pixels)
+PEAK_RSS_BOUND_MIB = 512  # what a run may take here, sanitizer builds included (docs/reading.md)
+
+
+def _one_huge_jpeg_tile(path: Path) -> None:
+    """A TIFF of a few KiB whose one tile is a 16000x16000 JPEG: a 16x16 image's stream with its
+    frame size set to 16000x16000, so the decoder pads all but the first MCUs (a damaged but
+    decodable stream). Reading it must cost one decode of the tile, not one per output band."""
+    jpeg = bytearray(imagecodecs.jpeg8_encode(np.full((16, 16, 3), 200, np.uint8), level=90))
+    sof = jpeg.index(b"\xff\xc0")
+    struct.pack_into(">HH", jpeg, sof + 5, HUGE_TILE, HUGE_TILE)
+    n = 12
+    bps_at = 8 + 2 + n * 12 + 4
+    data_at = bps_at + 6
+    entries = [
+        (256, 4, 1, HUGE_TILE),  # ImageWidth
+        (257, 4, 1, HUGE_TILE),  # ImageLength
+        (258, 3, 3, bps_at),  # BitsPerSample 8, 8, 8
+        (259, 3, 1, 7),  # Compression JPEG
+        (262, 3, 1, 6),  # Photometric YCbCr
+        (277, 3, 1, 3),  # SamplesPerPixel
+        (284, 3, 1, 1),  # PlanarConfiguration contiguous
+        (322, 4, 1, HUGE_TILE),  # TileWidth
+        (323, 4, 1, HUGE_TILE),  # TileLength
+        (324, 4, 1, data_at),  # TileOffsets
+        (325, 4, 1, len(jpeg)),  # TileByteCounts
+        (530, 3, 2, 2 | 2 << 16),  # YCbCrSubSampling 2, 2
+    ]
+    assert len(entries) == n
+    out = bytearray(b"II*\x00" + struct.pack("<I", 8) + struct.pack("<H", n))
+    for tag, typ, count, value in entries:
+        out += struct.pack("<HHII", tag, typ, count, value)
+    out += struct.pack("<I", 0) + struct.pack("<HHH", 8, 8, 8) + jpeg
+    path.write_bytes(bytes(out))
+
+
+def _run_measured(sp, args, limit_s, tmp_path):
+    """Run slidepipe, killed after limit_s (a hang detector); returns (the outcome's problem or
+    None, the run's peak resident memory in MiB, from wait4). posix_spawn starts the child
+    without copying this process (a forked copy of pytest would count in the child's peak)."""
+    cmd = [str(sp.binary), *map(str, args)]
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    writing = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    pid = os.posix_spawn(
+        cmd[0],
+        cmd,
+        os.environ,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, str(out), writing, 0o600),
+            (os.POSIX_SPAWN_OPEN, 2, str(err), writing, 0o600),
+        ],
+    )
+    timer = threading.Timer(limit_s, os.kill, (pid, signal.SIGKILL))
+    timer.start()
+    _, status, usage = os.wait4(pid, 0)
+    timer.cancel()
+    rc = os.waitstatus_to_exitcode(status)
+    if timer.finished.is_set() and rc == -signal.SIGKILL:
+        return f"`{args[0]}` killed after {limit_s} s (work not bounded by the input?)", 0.0
+    done = subprocess.CompletedProcess(
+        cmd, rc, out.read_text(errors="replace"), err.read_text(errors="replace")
+    )
+    return _outcome_problem(sp, done), usage.ru_maxrss / 1024
+
+
+def test_one_huge_jpeg_tile(sp, tmp_path):
+    """A small file whose one 16000x16000 JPEG tile is larger than the tile cache: info, a region
+    and a thumbnail each decode what they need of the tile once (the thumbnail at 1/8 scale), so
+    they finish at the speed of one decode in memory bounded by one band of tile rows, not by
+    the image. Times are not asserted (the hang detector is generous); memory is."""
+    path = tmp_path / "one-huge-jpeg-tile.tif"
+    _one_huge_jpeg_tile(path)
+    problems = []
+    for args in (
+        ["info", path],
+        _region_args(path, tmp_path / "r.rgba"),
+        ["thumbnail", path, "--max-size", 256, "-o", tmp_path / "t.png"],
+    ):
+        problem, rss = _run_measured(sp, args, TIMEOUT_S * 3, tmp_path)
+        if problem:
+            problems.append(problem)
+        elif rss > PEAK_RSS_BOUND_MIB:
+            problems.append(f"`{args[0]}` peaked at {rss:.0f} MiB (bound {PEAK_RSS_BOUND_MIB} MiB)")
+    assert not problems, f"{path.stat().st_size}-byte TIFF:\n  " + "\n  ".join(problems)
+    thumb = imagecodecs.png_decode((tmp_path / "t.png").read_bytes())
+    assert thumb.shape == (256, 256, 4), f"thumbnail of a square slide is {thumb.shape}"
