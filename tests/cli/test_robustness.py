@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import random
 import signal
 import struct
 import subprocess
-import threading
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -288,34 +287,37 @@ def _one_huge_jpeg_tile(path: Path) -> None:
     path.write_bytes(bytes(out))
 
 
+# Runs a command and reports its exit status and peak resident memory. A small interpreter of its
+# own starts slidepipe: Linux counts the memory of the process that forks into a child's peak,
+# and the test process itself may hold a gigabyte by the end of a suite.
+_MEASURE = """
+import resource, subprocess, sys
+limit, report, cmd = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+try:
+    rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, timeout=limit).returncode
+except subprocess.TimeoutExpired:
+    rc = "timeout"
+with open(report, "w") as f:
+    f.write(f"{rc} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
+"""
+
+
 def _run_measured(sp, args, limit_s, tmp_path):
     """Run slidepipe, killed after limit_s (a hang detector); returns (the outcome's problem or
-    None, the run's peak resident memory in MiB, from wait4). posix_spawn starts the child
-    without copying this process (a forked copy of pytest would count in the child's peak)."""
+    None, the run's peak resident memory in MiB)."""
     cmd = [str(sp.binary), *map(str, args)]
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
-    writing = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    pid = os.posix_spawn(
-        cmd[0],
-        cmd,
-        os.environ,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(out), writing, 0o600),
-            (os.POSIX_SPAWN_OPEN, 2, str(err), writing, 0o600),
-        ],
+    report = tmp_path / "measured"
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(limit_s), str(report), *cmd],
+        capture_output=True,
+        text=True,
+        errors="replace",
     )
-    timer = threading.Timer(limit_s, os.kill, (pid, signal.SIGKILL))
-    timer.start()
-    _, status, usage = os.wait4(pid, 0)
-    timer.cancel()
-    rc = os.waitstatus_to_exitcode(status)
-    if timer.finished.is_set() and rc == -signal.SIGKILL:
+    rc, rss_kib = report.read_text().split()
+    if rc == "timeout":
         return f"`{args[0]}` killed after {limit_s} s (work not bounded by the input?)", 0.0
-    done = subprocess.CompletedProcess(
-        cmd, rc, out.read_text(errors="replace"), err.read_text(errors="replace")
-    )
-    return _outcome_problem(sp, done), usage.ru_maxrss / 1024
+    done = subprocess.CompletedProcess(cmd, int(rc), proc.stdout, proc.stderr)
+    return _outcome_problem(sp, done), int(rss_kib) / 1024
 
 
 def test_one_huge_jpeg_tile(sp, tmp_path):
