@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/slide_internal.h"
-#include "fuzz_read_slide.h"
 #include "dicom/dicom.h"
+#include "fuzz_read_slide.h"
+#include "slide/slide.h"
 
 static const char NAME[] = "(fuzz-input)/instance.dcm";
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
 #include "slidepipe.h"
 
 /* Limits lowered so that hostile sizes hit them quickly instead of allocating gigabytes. */

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/slide_internal.h"
 #include "formats/tiff_jpeg_tiles.h"
 #include "fuzz_read_slide.h"
+#include "slide/slide.h"
 
 /* The GPU path's complete JPEG streams (tables spliced into tiles) of each qualifying level's
  * first and last tiles: built on the CPU from hostile bytes whatever the build. */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h"
+#include "base/err.h"
 
 /* The colour space of a JPEG stream's components, as the container declares it. */
 typedef enum sp_jpeg_space {

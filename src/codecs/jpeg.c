@@ -19,7 +19,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
 
 /* libjpeg needs whole-image coefficient buffers for progressive and multi-scan streams, sized
  * from the header alone. This caps them (libjpeg then fails with "Backing store not supported")

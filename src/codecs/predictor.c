@@ -6,7 +6,7 @@
  */
 #include "codecs/codec.h"
 
-#include "core/limits.h"
+#include "base/limits.h"
 
 static void undo_row8(uint8_t *p, size_t n, unsigned samples) {
     for (size_t i = samples; i < n; i++) {

@@ -28,10 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/slide_internal.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/jpeg_planes.h"
 #include "formats/tiff_jpeg_tiles.h"
+#include "slide/slide.h"
 
 /* ---- the part of nvJPEG's API used here --------------------------------------------------- */
 

@@ -3,6 +3,7 @@
  * taken from the CPU ops so both backends use the same numbers; the runner moves one tile's input
  * up and its output planes down around them. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda/cuda_internal.h"
 #include "cuda/cuda_ops.h"
@@ -68,6 +69,7 @@ sp_status sp_cuda_op_gaussian(const sp_op_params *params, const sp_op_block *b, 
 struct sp_cuda_op_runner {
     sp_cuda_context *ctx;
     const sp_op *op;
+    sp_cuda_op_fn kernel;
     sp_op_params params;
     int64_t chunk;
     int halo;
@@ -92,10 +94,31 @@ void sp_cuda_op_runner_destroy(sp_cuda_op_runner *r) {
     free(r);
 }
 
+/* The kernels, by the name of the op they implement. */
+static const struct {
+    const char *name;
+    sp_cuda_op_fn fn;
+} KERNELS[] = {
+    {"grey", sp_cuda_op_grey},
+    {"od", sp_cuda_op_od},
+    {"sobel", sp_cuda_op_sobel},
+    {"gaussian", sp_cuda_op_gaussian},
+};
+
+sp_cuda_op_fn sp_cuda_op_kernel(const char *name) {
+    for (size_t i = 0; name != NULL && i < sizeof KERNELS / sizeof KERNELS[0]; i++) {
+        if (strcmp(KERNELS[i].name, name) == 0) {
+            return KERNELS[i].fn;
+        }
+    }
+    return NULL;
+}
+
 sp_status sp_cuda_op_runner_create(const sp_op *op, const sp_op_params *params, int64_t chunk,
                                    sp_cuda_op_runner **out, sp_err *err) {
     *out = NULL;
-    if (op->cuda == NULL) {
+    sp_cuda_op_fn kernel = sp_cuda_op_kernel(op->name);
+    if (kernel == NULL) {
         return sp_err_set(err, SP_E_UNSUPPORTED, "op %s has no CUDA implementation", op->name);
     }
     sp_cuda_op_runner *r = calloc(1, sizeof *r);
@@ -103,6 +126,7 @@ sp_status sp_cuda_op_runner_create(const sp_op *op, const sp_op_params *params, 
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
     r->op = op;
+    r->kernel = kernel;
     r->params = *params;
     r->chunk = chunk;
     r->halo = op->halo(params);
@@ -157,7 +181,7 @@ sp_status sp_cuda_op_runner_run(sp_cuda_op_runner *r, const sp_op_block *b, sp_e
     d.src_stride = r->src_pitch;
     d.dst = r->d_dst;
     d.scratch = r->d_scratch;
-    sp_status st = r->op->cuda(&r->params, &d, stream);
+    sp_status st = r->kernel(&r->params, &d, stream);
     if (st != SP_OK) {
         return sp_err_set(err, st, "op %s on the GPU: %s", r->op->name,
                           cudaGetErrorString(cudaGetLastError()));

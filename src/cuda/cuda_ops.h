@@ -1,11 +1,11 @@
-/* cuda_ops.h — the engine's operations on the GPU: the `cuda` functions of the op declarations
- * (src/ops/) and the runner that the engine uses to run an op on one tile on the GPU. Plain C, no
- * CUDA headers, declared in every build: without the CUDA backend the functions answer
- * SP_E_UNSUPPORTED. */
+/* cuda_ops.h — the engine's operations on the GPU: the kernels this backend registers for the
+ * ops of src/ops/ by name, and the runner that the engine uses to run an op on one tile on the
+ * GPU. Plain C, no CUDA headers, declared in every build: without the CUDA backend the kernels
+ * answer SP_E_UNSUPPORTED. */
 #ifndef SP_CUDA_CUDA_OPS_H
 #define SP_CUDA_CUDA_OPS_H
 
-#include "core/err.h"
+#include "base/err.h"
 #include "ops/op.h"
 
 /* The ops' CUDA functions: the block's src, dst and scratch are device pointers (scratch holds
@@ -15,6 +15,12 @@ sp_status sp_cuda_op_grey(const sp_op_params *params, const sp_op_block *block, 
 sp_status sp_cuda_op_od(const sp_op_params *params, const sp_op_block *block, void *stream);
 sp_status sp_cuda_op_sobel(const sp_op_params *params, const sp_op_block *block, void *stream);
 sp_status sp_cuda_op_gaussian(const sp_op_params *params, const sp_op_block *block, void *stream);
+
+typedef sp_status (*sp_cuda_op_fn)(const sp_op_params *params, const sp_op_block *block,
+                                   void *stream);
+
+/* The kernel registered for the op named `name`, or NULL when the backend has none. */
+sp_cuda_op_fn sp_cuda_op_kernel(const char *name);
 
 /* One worker's GPU state for running `op` on tiles of at most chunk x chunk outputs: a context
  * (device chosen by sp_cuda_default_device, stream), device buffers for the input with halo, the

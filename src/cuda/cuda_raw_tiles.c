@@ -14,10 +14,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "core/slide_internal.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/jpeg_planes.h"
 #include "formats/tiff_slide.h"
+#include "slide/slide.h"
 #include "tiff/tiff.h"
 
 /* The level's TIFF directory when its tiles can be copied as they are stored, else NULL. */

@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/level_coords.h"
-#include "core/slide_internal.h"
+#include "base/level_coords.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/jpeg_planes.h"
+#include "slide/slide.h"
 
 /* Zero the w-byte x h destination rows after a failure (best effort: the error is already set). */
 static void zero_device_area(sp_cuda_context *ctx, void *dst, int64_t stride, size_t row_bytes,

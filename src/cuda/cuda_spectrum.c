@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/level_coords.h"
+#include "base/level_coords.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/cuda_spectrum.h"
 

@@ -4,7 +4,7 @@
 #ifndef SP_CUDA_CUDA_SPECTRUM_H
 #define SP_CUDA_CUDA_SPECTRUM_H
 
-#include "core/err.h"
+#include "base/err.h"
 #include "slidepipe.h"
 
 /* What to analyse: the full patches of a level (width x height, multiples of the patch), read in

@@ -2,7 +2,7 @@
  * transform: a kernel that turns a strip of RGB8 patches into offset-free grey planes (and each
  * patch's exact sum), and a kernel that turns each patch's half spectrum into dB values, their
  * histogram slots (mirrored columns counted twice) and the patch's sums. Every step but the FFT
- * repeats the CPU kernel's arithmetic (src/spectrum/spectrum_kernel.c) in the same order — grey
+ * repeats the CPU kernel's arithmetic (src/ops/spectrum_kernel.c) in the same order — grey
  * as (R 0.299 + G 0.587) + B 0.114 with each product rounded, the same offset removal, the same
  * branch-free logarithm and bin search (spectrum_math.h, one source for both) — and this file is
  * compiled with --fmad=false, so GPU and CPU differ only by the two FFTs' rounding. Per-patch
@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "spectrum/spectrum_math.h"
+#include "ops/spectrum_math.h"
 
 namespace {
 

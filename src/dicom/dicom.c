@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/numbers.h"
+#include "base/numbers.h"
 
 #define TAG(g, e) (((uint32_t)(g) << 16) | (uint32_t)(e))
 #define TAG_ITEM TAG(0xFFFE, 0xE000)

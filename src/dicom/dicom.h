@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
 #include "io/source.h"
 
 /* "DICM" follows a 128-byte preamble. */

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/slide_internal.h"
-#include "core/limits.h"
+#include "base/limits.h"
 #include "cuda/cuda_ops.h"
 #include "engine/engine.h"
+#include "slide/slide.h"
 
 enum { SLOT_FREE = 0, SLOT_READING, SLOT_READY, SLOT_COMPUTING };
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/numbers.h"
+#include "base/numbers.h"
 #include "formats/tiff_slide.h"
 
 static bool aperio_detect(const sp_probe *p) {

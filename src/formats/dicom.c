@@ -19,18 +19,17 @@
  * the DICOM tag alone, which differs on files whose JFIF (YCbCr) frames are mislabelled RGB,
  * such as the wsi2dcm conversion of CMU-1-Small-Region (docs/testing.md, "DICOM").
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "core/fill.h"
-#include "core/strings.h"
+#include "base/fill.h"
+#include "base/strings.h"
 #include "codecs/codec.h"
 #include "dicom/dicom.h"
 #include "formats/format.h"
+#include "io/paths.h"
 
 #define WSI_SOP_CLASS "1.2.840.10008.5.1.4.1.1.77.1.6"
 #define MAX_DIRECTORY_ENTRIES 10000
@@ -169,67 +168,15 @@ static sp_status keep_instance(dicom_slide *ds, instance *in, sp_err *err) {
 
 /* ---- directories ----------------------------------------------------------------------------- */
 
-static int name_cmp(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void free_names(char **names, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(names[i]);
-    }
-    free(names);
-}
-
 /* The entries of `dir`, sorted, at most MAX_DIRECTORY_ENTRIES. */
 static sp_status list_directory(const char *dir, char ***out, size_t *count, sp_err *err) {
-    *out = NULL;
-    *count = 0;
-    DIR *dp = opendir(dir);
-    if (dp == NULL) {
-        return sp_err_set(err, SP_E_IO, "%s: cannot list the directory: %s", dir, strerror(errno));
+    sp_status st = sp_path_list(dir, MAX_DIRECTORY_ENTRIES, out, count, err);
+    if (st == SP_E_LIMIT) {
+        sp_err_set(err, st, "%s: more than %d directory entries to search for DICOM instances",
+                   dir, MAX_DIRECTORY_ENTRIES);
     }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    sp_status st = SP_OK;
-    struct dirent *e;
-    while (st == SP_OK && (e = readdir(dp)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
-            continue;
-        }
-        if (n == MAX_DIRECTORY_ENTRIES) {
-            st = sp_err_set(err, SP_E_LIMIT,
-                            "%s: more than %d directory entries to search for DICOM instances", dir,
-                            MAX_DIRECTORY_ENTRIES);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **grown = realloc(names, cap * sizeof *grown);
-            if (grown == NULL) {
-                st = sp_err_set(err, SP_E_NOMEM, "out of memory listing %s", dir);
-                break;
-            }
-            names = grown;
-        }
-        if ((names[n] = strdup(e->d_name)) == NULL) {
-            st = sp_err_set(err, SP_E_NOMEM, "out of memory listing %s", dir);
-            break;
-        }
-        n++;
-    }
-    closedir(dp);
-    if (st != SP_OK) {
-        free_names(names, n);
-        return st;
-    }
-    if (n > 1) {
-        qsort(names, n, sizeof *names, name_cmp);
-    }
-    *out = names;
-    *count = n;
-    return SP_OK;
+    return st;
 }
-
 
 /* The folder part of a file path ("." for a bare name). */
 static char *parent_dir(const char *path) {
@@ -264,10 +211,6 @@ static bool source_is_wsi(sp_source *src, const sp_limits *limits) {
     return yes;
 }
 
-static bool regular_file(const char *path, struct stat *info) {
-    return stat(path, info) == 0 && S_ISREG(info->st_mode);
-}
-
 static bool directory_has_wsi(const char *dir, const sp_limits *limits) {
     char **names;
     size_t n;
@@ -278,23 +221,23 @@ static bool directory_has_wsi(const char *dir, const sp_limits *limits) {
     bool found = false;
     for (size_t i = 0; !found && i < n; i++) {
         char *path = sp_path_join(dir, names[i]);
-        struct stat info;
+        sp_path_info info = sp_path_look(path);
         sp_source *src = NULL;
-        if (path != NULL && regular_file(path, &info) && info.st_size > SP_DICOM_MAGIC_OFFSET &&
+        if (path != NULL && info.is_file && info.size > SP_DICOM_MAGIC_OFFSET &&
             sp_source_open_file(path, &src, &ignored) == SP_OK) {
             found = source_is_wsi(src, limits);
             sp_source_close(src);
         }
         free(path);
     }
-    free_names(names, n);
+    sp_path_names_free(names, n);
     return found;
 }
 
 /* Add every WSI instance of `dir` in the series `series` (or, when series is empty, of the
  * series of the first WSI file by name, copied into `series`). `skip` is the start file, already
  * loaded. Files that are not DICOM WSI instances, or that do not parse, are ignored. */
-static sp_status scan_directory(dicom_slide *ds, const char *dir, const struct stat *skip,
+static sp_status scan_directory(dicom_slide *ds, const char *dir, const sp_path_info *skip,
                                 char series[UID_MAX], const sp_limits *limits, sp_err *err) {
     char **names;
     size_t n;
@@ -305,9 +248,9 @@ static sp_status scan_directory(dicom_slide *ds, const char *dir, const struct s
             st = sp_err_set(err, SP_E_NOMEM, "out of memory listing %s", dir);
             break;
         }
-        struct stat info;
-        if (!regular_file(path, &info) || info.st_size <= SP_DICOM_MAGIC_OFFSET + 4 ||
-            (skip != NULL && info.st_dev == skip->st_dev && info.st_ino == skip->st_ino)) {
+        sp_path_info info = sp_path_look(path);
+        if (!info.is_file || info.size <= SP_DICOM_MAGIC_OFFSET + 4 ||
+            (skip != NULL && info.id[0] == skip->id[0] && info.id[1] == skip->id[1])) {
             free(path);
             continue;
         }
@@ -325,7 +268,7 @@ static sp_status scan_directory(dicom_slide *ds, const char *dir, const struct s
         }
         free(path);
     }
-    free_names(names, n);
+    sp_path_names_free(names, n);
     return st;
 }
 
@@ -1151,8 +1094,7 @@ static sp_status dicom_open(sp_slide *s, sp_probe *p, sp_err *err) {
     s->ops = &dicom_ops; /* so that a failed open frees through destroy */
     char series[UID_MAX] = "";
     char *dir = NULL;
-    struct stat start_info;
-    bool have_start_info = false;
+    sp_path_info start_info = {0};
     sp_status st = SP_OK;
     if (p->is_directory) {
         dir = strdup(p->path);
@@ -1168,13 +1110,14 @@ static sp_status dicom_open(sp_slide *s, sp_probe *p, sp_err *err) {
         }
         /* The other instances live beside the file; a source that is not a file on disk (a
          * memory buffer under a made-up name) is read alone. */
-        have_start_info = regular_file(p->path, &start_info);
-        if (st == SP_OK && have_start_info && (dir = parent_dir(p->path)) == NULL) {
+        start_info = sp_path_look(p->path);
+        if (st == SP_OK && start_info.is_file && (dir = parent_dir(p->path)) == NULL) {
             st = sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", p->path);
         }
     }
     if (st == SP_OK && dir != NULL) {
-        st = scan_directory(ds, dir, have_start_info ? &start_info : NULL, series, &s->limits, err);
+        st = scan_directory(ds, dir, start_info.is_file ? &start_info : NULL, series, &s->limits,
+                            err);
     }
     free(dir);
     if (st == SP_OK && ds->n_instances == 0) {

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "core/slide_internal.h"
+#include "formats/slide_struct.h"
 #include "io/store_prefetch.h"
 #include "tiff/tiff.h"
 

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fill.h"
+#include "base/numbers.h"
 #include "codecs/codec.h"
-#include "core/fill.h"
-#include "core/numbers.h"
 #include "formats/tiff_slide.h"
 
 enum {

@@ -13,7 +13,7 @@
  * holds which) decides what an element means, so an "Image" inside an annotation is not an
  * Image.
  */
-#include "core/numbers.h"
+#include "base/numbers.h"
 #include "formats/ome_xml.h"
 
 #include <math.h>

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
 
 /* Bounds on the XML itself (the input size is bounded by SP_LIMIT_MAX_METADATA). */
 #define SP_OME_XML_MAX_DEPTH 256        /* nesting of elements */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/slide_internal.h"
+#include "formats/slide_struct.h"
 #include "tiff/tiff.h"
 
 typedef struct sp_tiff_jpeg_level {

@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/simd_x86.h"
-#include "core/strings.h"
+#include "base/simd_x86.h"
+#include "base/strings.h"
 #include "formats/format.h"
 #include "formats/zarr_meta.h"
 #include "formats/zarr_recent.h"

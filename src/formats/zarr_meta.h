@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
 
 #define SP_ZARR_MAX_DIMS 5                    /* t, c, z, y, x */
 #define SP_ZARR_MAX_EXTENT (INT64_C(1) << 32) /* elements along one dimension */

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h"
-#include "core/limits.h"
+#include "base/err.h"
+#include "base/limits.h"
 #include "formats/zarr_meta.h"
 
 typedef struct sp_zarr_recent sp_zarr_recent;

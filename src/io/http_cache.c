@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/io_pool.h"
 #include "io/http_internal.h"
+#include "io/io_pool.h"
 
 #define PREFETCH_BLOCKS (SP_HTTP_CACHE_BLOCKS * 3 / 4) /* blocks out at once; the rest stay ready */
 #define HELD_BYTES ((size_t)32 << 20)                   /* held ranges, ready or out, a source */

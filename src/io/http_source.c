@@ -509,21 +509,3 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
     h->head_len = got;
     return sp_source_create(&HTTP_IMPL, h, h->size, h->name, out, err);
 }
-
-bool sp_path_is_remote(const char *path) {
-    return path != NULL && (strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
-                            strncmp(path, "s3://", 5) == 0);
-}
-
-sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out,
-                                sp_err *err) {
-    if (strncmp(path, "s3://", 5) == 0) {
-        return sp_source_open_s3(path, head_len, out, err);
-    }
-    return sp_source_open_http(path, NULL, NULL, head_len, out, err);
-}
-
-sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err) {
-    return sp_path_is_remote(path) ? sp_source_open_remote(path, 0, out, err)
-                                   : sp_source_open_file(path, out, err);
-}

@@ -82,16 +82,6 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
  * sp_source_open_http. */
 sp_status sp_source_open_s3(const char *uri, size_t head_len, sp_source **out, sp_err *err);
 
-/* An http(s):// URL or s3:// URI to its source; head_len as for sp_source_open_http. */
-sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out,
-                                sp_err *err);
-
-/* A path, http(s):// URL or s3:// URI, each to its source. */
-sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err);
-
-/* True when `path` names a remote object (http://, https:// or s3://). */
-bool sp_path_is_remote(const char *path);
-
 /* Parse a Content-Range value "bytes FIRST-LAST/TOTAL" strictly (decimal, FIRST <= LAST < TOTAL).
  * Returns false for anything else, "*" totals included. */
 bool sp_http_parse_content_range(const char *value, size_t len, uint64_t *first, uint64_t *last,

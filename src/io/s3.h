@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h"
+#include "base/err.h"
 
 typedef struct sp_s3_target {
     char *uri;           /* s3://bucket/key, for messages */

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "core/err.h"
+#include "base/err.h"
 
 typedef struct sp_s3_credentials {
     const char *access_key;    /* AWS_ACCESS_KEY_ID */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/strings.h"
+#include "base/strings.h"
 #include "io/http_source.h"
 #include "io/s3.h"
 #include "io/s3_sign.h"

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/strings.h"
-#include "io/http_source.h"
+#include "base/strings.h"
+#include "io/paths.h"
 
 bool sp_store_is_remote(const char *path) {
     return sp_path_is_remote(path);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/io_pool.h"
 #include "io/http_source.h"
+#include "io/io_pool.h"
 #include "io/store.h"
 
 #define KEPT_MAX 64

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
 
 typedef struct sp_store_prefetch sp_store_prefetch;
 

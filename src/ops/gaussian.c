@@ -13,8 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/numbers.h"
-#include "cuda/cuda_ops.h"
+#include "base/numbers.h"
 #include "ops/op.h"
 
 /* Largest sigma accepted: radius 400, a block's halo stays small next to a chunk. */
@@ -119,5 +118,4 @@ const sp_op sp_op_gaussian = {
     .channels = 3,
     .scratch_floats = gaussian_scratch,
     .cpu = gaussian_cpu,
-    .cuda = sp_cuda_op_gaussian,
 };

@@ -3,7 +3,6 @@
  * Y = (299 R + 587 G + 114 B + 500) / 1000 in integers (the BT.601 weights 0.299, 0.587, 0.114,
  * rounded half up), so every machine and backend gives the same bytes. A pixel op: no halo.
  */
-#include "cuda/cuda_ops.h"
 #include "ops/op.h"
 
 static int grey_halo(const sp_op_params *p) {
@@ -33,5 +32,4 @@ const sp_op sp_op_grey = {
     .channels = 1,
     .scratch_floats = NULL,
     .cpu = grey_cpu,
-    .cuda = sp_cuda_op_grey,
 };

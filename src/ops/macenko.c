@@ -8,8 +8,8 @@
 #include <stdlib.h>
 
 #include "ops/op.h"
-#include "train/overview.h"
-#include "train/stains_internal.h"
+#include "ops/stains.h"
+#include "slide/overview.h"
 
 static sp_status macenko_prepare(sp_slide *slide, sp_op_params *p, sp_err *err) {
     sp_status st = sp_stains_estimate_slide(slide, SP_OVERVIEW_DEFAULT_SIDE, &p->source, err);
@@ -50,5 +50,4 @@ const sp_op sp_op_macenko = {
     .channels = 3,
     .scratch_floats = NULL,
     .cpu = macenko_cpu,
-    .cuda = NULL,
 };

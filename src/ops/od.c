@@ -6,7 +6,6 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "cuda/cuda_ops.h"
 #include "ops/op.h"
 
 static float od_table[256];
@@ -52,5 +51,4 @@ const sp_op sp_op_od = {
     .channels = 3,
     .scratch_floats = NULL,
     .cpu = od_cpu,
-    .cuda = sp_cuda_op_od,
 };

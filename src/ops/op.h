@@ -5,8 +5,9 @@
  * pixels on every side (the neighbours' real pixels inside the level, a reflection at the level's
  * border), and planar output (one plane per channel). The op computes every output pixel of the
  * block from that input alone, with the same arithmetic wherever the pixel lies, so a level
- * processed as many blocks equals the level processed as one block, bit for bit. A CUDA backend
- * fills the `cuda` slot of the same declaration; the CPU function is the reference.
+ * processed as many blocks equals the level processed as one block, bit for bit. The CPU function
+ * is the reference; the CUDA backend registers its kernels by the op's name (cuda/cuda_ops.h),
+ * so that ops never name a backend.
  */
 #ifndef SP_OPS_OP_H
 #define SP_OPS_OP_H
@@ -15,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h"
+#include "base/err.h"
 #include "slidepipe.h"
 #include "zarr/zarr_store.h"
 
@@ -72,9 +73,6 @@ typedef struct sp_op {
     size_t (*scratch_floats)(const sp_op_params *params, int64_t width, int64_t height);
     /* The CPU reference. Never fails on valid blocks; returns SP_OK. */
     sp_status (*cpu)(const sp_op_params *params, const sp_op_block *block);
-    /* The CUDA backend (same block, device pointers, a cudaStream_t), or NULL while there is
-     * none. */
-    sp_status (*cuda)(const sp_op_params *params, const sp_op_block *block, void *stream);
 } sp_op;
 
 extern const sp_op sp_op_grey;

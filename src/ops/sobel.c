@@ -12,7 +12,6 @@
  */
 #include <math.h>
 
-#include "cuda/cuda_ops.h"
 #include "ops/op.h"
 
 static int sobel_halo(const sp_op_params *p) {
@@ -84,5 +83,4 @@ const sp_op sp_op_sobel = {
     .channels = 3,
     .scratch_floats = sobel_scratch,
     .cpu = sobel_cpu,
-    .cuda = sp_cuda_op_sobel,
 };

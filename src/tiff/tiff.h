@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
 #include "io/source.h"
 
 /* Tags the readers use. */

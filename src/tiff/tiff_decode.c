@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fill.h"
 #include "codecs/codec.h"
-#include "core/fill.h"
 #include "tiff/tiff.h"
 
 static bool is_j2k(uint16_t compression) {

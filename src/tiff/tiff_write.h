@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h"
+#include "base/err.h"
 
 /* Field types the writer knows. */
 typedef enum sp_tiff_type {

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/numbers.h"
-#include "core/slide_internal.h"
+#include "base/numbers.h"
 #include "zarr/ome_json.h"
 
 /* A copy of `s` that is valid UTF-8 (JSON must be): invalid bytes become U+FFFD. */
@@ -66,30 +65,6 @@ bool sp_json_add_string(cJSON *obj, const char *key, const char *value) {
     free(k);
     free(v);
     return ok;
-}
-
-/* A positive, finite microns-per-pixel property, or 0. */
-double sp_slide_mpp_property(const sp_slide *slide, const char *key) {
-    const char *v = sp_slide_property_value(slide, key);
-    if (v == NULL) {
-        return 0;
-    }
-    char *end;
-    double d = sp_strtod(v, &end);
-    return end != v && *end == '\0' && isfinite(d) && d > 0 ? d : 0;
-}
-
-/* The slide's file name (without folders), or NULL when the slide has no file. */
-const char *sp_slide_file_name(const sp_slide *slide) {
-    if (slide->src == NULL) {
-        return NULL;
-    }
-    const char *name = sp_source_name(slide->src);
-    if (name == NULL) {
-        return NULL;
-    }
-    const char *slash = strrchr(name, '/');
-    return slash ? slash + 1 : name;
 }
 
 cJSON *sp_ome_axis(const char *name, const char *type, const char *unit) {

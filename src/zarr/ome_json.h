@@ -14,12 +14,6 @@ char *sp_json_utf8_clean(const char *s);
 /* Add key: value to `obj`, both cleaned to valid UTF-8; false when out of memory. */
 bool sp_json_add_string(cJSON *obj, const char *key, const char *value);
 
-/* A positive, finite microns-per-pixel property of the slide (e.g. SP_PROPERTY_MPP_X), or 0. */
-double sp_slide_mpp_property(const sp_slide *slide, const char *key);
-
-/* The slide's file name without folders, or NULL when the slide has no file. */
-const char *sp_slide_file_name(const sp_slide *slide);
-
 /* An OME axis object {"name", "type"[, "unit"]}; `unit` may be NULL. */
 cJSON *sp_ome_axis(const char *name, const char *type, const char *unit);
 

@@ -7,8 +7,8 @@
  * Decoders take their input as hostile: the decoded size must be exactly the chunk size, and for
  * blosc the header is validated against the buffer before blosc touches the payload.
  */
+#include "base/strings.h"
 #include "codecs/codec.h"
-#include "core/strings.h"
 #include "zarr/zarr_codec.h"
 
 #include <stdarg.h>

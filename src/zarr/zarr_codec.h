@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h"
+#include "base/err.h"
 #include "slidepipe.h"
 
 /* Encode `len` bytes of elements of `typesize` bytes (blosc shuffles by it). *out is malloc'd,

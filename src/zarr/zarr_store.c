@@ -26,7 +26,7 @@
  * result is rewritten (identically, given the same input and options).
  */
 #define _GNU_SOURCE /* syncfs */
-#include "core/strings.h"
+#include "base/strings.h"
 #include "zarr/zarr_store.h"
 
 #include <dirent.h>
@@ -43,11 +43,11 @@
 
 #include <openssl/evp.h>
 
-#include "core/limits.h"
+#include "base/limits.h"
+#include "io/durable_renames.h"
 #include "io/s3.h"
 #include "io/source.h"
 #include "io/store.h"
-#include "zarr/durable_renames.h"
 #include "zarr/zarr_codec.h"
 
 /* Bitmaps of written chunks cost one bit per chunk; this bounds them to 256 MiB. */

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/err.h"
+#include "base/err.h"
 #include "io/source.h"
 #include "slidepipe.h"
 

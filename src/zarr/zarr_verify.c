@@ -14,10 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "core/err.h"
-#include "core/strings.h"
+#include "base/err.h"
+#include "base/strings.h"
+#include "io/paths.h"
 #include "io/source.h"
 #include "io/store.h"
 #include "zarr/zarr_store.h"
@@ -68,8 +68,8 @@ static sp_status check_file(const char *path, const char *want, const char **pro
     /* Most chunk files are under 1 MiB: a remote one is then fetched by one request. */
     sp_status st = sp_store_open(path, (size_t)1 << 20, &src, &missing, &local);
     if (st != SP_OK) {
-        struct stat sb;
-        if (!sp_store_is_remote(path) && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        sp_path_info info = sp_path_look(path);
+        if (!sp_store_is_remote(path) && info.exists && !info.is_file) {
             *problem = "changed";
             return SP_OK;
         }

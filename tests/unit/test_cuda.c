@@ -12,12 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/level_coords.h"
+#include "base/level_coords.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_testing.h"
+#include "slidepipe.h"
 #include "tiff/tiff.h"
 #include "tiff/tiff_write.h"
-#include "slidepipe.h"
 #include "unit.h"
 
 static void test_level0_coord(void) {

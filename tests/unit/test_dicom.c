@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/slide_internal.h"
 #include "dicom/dicom.h"
+#include "slide/slide.h"
 #include "unit.h"
 
 #define EXPLICIT_LE "1.2.840.10008.1.2.1"

@@ -1,5 +1,5 @@
 /* test_durable_renames.c — unit tests of the background flush-then-rename of chunk files
- * (src/zarr/durable_renames.c).
+ * (src/io/durable_renames.c).
  *
  * Four threads hand over a few hundred written files (several batches, so writers also wait for
  * room): after the drain every final name holds its bytes and no temporary name is left. A rename
@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/strings.h"
+#include "base/strings.h"
+#include "io/durable_renames.h"
 #include "unit.h"
-#include "zarr/durable_renames.h"
 
 #define WRITERS 4
 #define FILES_EACH 50

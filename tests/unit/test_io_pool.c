@@ -1,4 +1,4 @@
-/* test_io_pool.c — the process-wide pool of waiting threads (src/core/io_pool.c): every started
+/* test_io_pool.c — the process-wide pool of waiting threads (src/io/io_pool.c): every started
  * task runs exactly once; a burst of tasks runs side by side (tasks that wait for each other all
  * finish, so a thread was started for each instead of one idle thread taking them in turn), also
  * right after the pool has idle threads; threads starting tasks at once each get theirs run; and
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/io_pool.h"
+#include "io/io_pool.h"
 #include "unit.h"
 
 #if defined(__SANITIZE_THREAD__)

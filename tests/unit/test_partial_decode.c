@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/slide_internal.h"
-#include "core/tile_cache.h"
+#include "slide/slide.h"
+#include "slide/tile_cache.h"
 #include "unit.h"
 
 static uint64_t rng = 88172645463325252ull;

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/spectrum_kernel.h"
 #include "slidepipe.h"
-#include "spectrum/spectrum.h"
 #include "unit.h"
 
 /* The definition: numpy.histogram's bin of a value with edges -40 + i/4, the last bin closed. */

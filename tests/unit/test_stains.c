@@ -1,4 +1,4 @@
-/* test_stains.c — Macenko stain estimation and normalization (src/train/stains.c,
+/* test_stains.c — Macenko stain estimation and normalization (src/ops/stains.c,
  * docs/stains.md).
  *
  * The percentile rule is checked on small arrays against numpy.percentile's values worked out by
@@ -16,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda_ops.h"
 #include "ops/op.h"
-#include "train/stains_internal.h"
+#include "ops/stains.h"
 #include "unit.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -336,7 +337,7 @@ static void test_op(void) {
     sp_op_params params;
     sp_err err = {0};
     CHECK_EQ_INT(sp_op_parse("macenko", &op, &params, &err), SP_OK);
-    CHECK(op == &sp_op_macenko && op->prepare != NULL && op->cuda == NULL);
+    CHECK(op == &sp_op_macenko && op->prepare != NULL && sp_cuda_op_kernel(op->name) == NULL);
     CHECK_EQ_INT(op->halo(&params), 0);
     CHECK_EQ_INT(op->channels, 3);
     CHECK(op->output == SP_ZARR_U8);

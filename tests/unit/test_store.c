@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/strings.h"
+#include "base/strings.h"
 #include "io/store.h"
 #include "unit.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/slide_internal.h"
+#include "slide/slide.h"
 #include "tiff/tiff.h"
 #include "unit.h"
 

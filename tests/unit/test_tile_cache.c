@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/slide_internal.h"
+#include "slide/slide.h"
 #include "slidepipe.h"
 #include "unit.h"
 

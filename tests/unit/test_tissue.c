@@ -1,4 +1,4 @@
-/* test_tissue.c — tissue masks and foreground tiles (src/train/tissue*.c, docs/tissue.md).
+/* test_tissue.c — tissue masks and foreground tiles (src/jobs/train/tissue*.c, docs/tissue.md).
  *
  * Otsu's threshold is checked on hand-made histograms whose answer is worked out by hand (ties
  * to the smallest t, empty classes) and on random histograms against a second, direct
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/tissue_internal.h"
+#include "jobs/train/tissue_internal.h"
 #include "unit.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;

@@ -1,0 +1,106 @@
+/* slide_struct.h — what an open slide is inside: levels, associated images, properties, and
+ * the table of operations its format provides.
+ *
+ * This is the contract between a format and the slide layer above it: a format's open() fills
+ * these fields (with the helpers below, slide_struct.c); everything generic (argument checks, the
+ * region painter, the sticky error, the public getters) lives in src/slide and is written once
+ * for all formats.
+ */
+#ifndef SP_FORMATS_SLIDE_STRUCT_H
+#define SP_FORMATS_SLIDE_STRUCT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/limits.h"
+#include "base/numbers.h"
+#include "base/props.h"
+#include "io/source.h"
+#include "slidepipe.h"
+
+typedef struct sp_level {
+    int64_t width, height;
+    double downsample;
+    int64_t tile_width, tile_height;
+    int64_t tiles_across, tiles_down;
+    const char *compression; /* static string */
+    const void *priv;        /* the format's per-level data (e.g. its TIFF directory) */
+} sp_level;
+
+typedef struct sp_associated {
+    char *name;
+    int64_t width, height;
+    const void *priv;
+} sp_associated;
+
+typedef struct sp_tile_pos {
+    int64_t col, row;
+} sp_tile_pos;
+
+typedef struct sp_slide_ops {
+    /* Decode tile (col, row) of `level` into `rgba` (tile_width x tile_height straight RGBA8,
+     * rows of `stride` bytes). A missing tile is all zero. Must be thread-safe. */
+    sp_status (*read_tile)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                           uint8_t *rgba, uint64_t stride, sp_err *err);
+    /* Decode a whole associated image (width x height RGBA8, rows of `stride` bytes). */
+    sp_status (*read_associated)(sp_slide *slide, const sp_associated *image, uint8_t *rgba,
+                                 uint64_t stride, sp_err *err);
+    /* Free the format's private data (slide->priv); may be NULL. */
+    void (*destroy)(sp_slide *slide);
+    /* Optional (NULL when the format has none): partial and scaled decoding for the region
+     * painter (docs/reading.md). area_scales returns the scales (bit values 1, 2, 4, 8: 1/1 to
+     * 1/8) at which read_tile_area can decode tiles of `level`, or 0, plus SP_AREA_OPAQUE when
+     * those tiles never carry alpha (so RGB8 can be decoded straight into the caller's rows). */
+    unsigned (*area_scales)(sp_slide *slide, const sp_level *level);
+    /* Decode only the area (x, y, w, h) of tile (col, row) decoded at 1/scale, straight into
+     * `dst` (rows of `stride` bytes) as RGBA8 or, for opaque tiles, RGB8: the pixels equal
+     * read_tile at that scale followed by a crop. Where the tile has no pixels (a missing tile,
+     * a part beyond the decoded image) the area gets `empty` (one pixel of the format: what
+     * read_tile's transparent zeros become). Must be thread-safe. */
+    sp_status (*read_tile_area)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                                unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
+                                sp_pixel_format format, uint8_t *dst, int64_t stride,
+                                const uint8_t *empty, sp_err *err);
+    /* Optional: the tiles that the region painter will read next, for a format whose data is
+     * remote to pass their byte ranges to sp_source_prefetch (called only when the slide's
+     * `prefetch` is set). Advice: it reports nothing. */
+    void (*prefetch)(sp_slide *slide, const sp_level *level, const sp_tile_pos *tiles, size_t n);
+} sp_slide_ops;
+
+/* The most tiles the painter announces at once. */
+#define SP_PREFETCH_TILES 16
+
+#define SP_AREA_OPAQUE 0x100u
+
+struct sp_slide {
+    sp_limits limits;
+    sp_source *src;        /* owned; NULL for a slide opened from a directory */
+    void *container;       /* owned by the format (e.g. sp_tiff), freed in ops->destroy */
+    const char *format;    /* static name */
+    const sp_slide_ops *ops;
+    void *priv;
+    uint64_t cache_id;     /* this open's key in the process-wide tile cache */
+    bool prefetch;         /* announce tiles to ops->prefetch before reading them (remote data) */
+
+    int32_t n_levels;
+    sp_level *levels;
+    int32_t n_associated;
+    sp_associated *associated;
+    sp_props props;
+    uint8_t background[3];
+
+    pthread_mutex_t error_lock;
+    sp_status sticky;      /* SP_OK until the first data error */
+    char *sticky_message;
+};
+
+/* Append a level / an associated image (the name is copied). */
+sp_status sp_slide_add_level(sp_slide *slide, const sp_level *level, sp_err *err);
+sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t width,
+                                  int64_t height, const void *priv, sp_err *err);
+
+/* Sort levels by width, largest first, and set each downsample as OpenSlide does. */
+void sp_slide_finish_levels(sp_slide *slide);
+
+#endif

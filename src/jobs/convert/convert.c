@@ -1,0 +1,1018 @@
+/* convert.c — sp_convert_to_zarr: a whole slide into a content-addressed OME-Zarr pyramid in one
+ * streaming pass.
+ *
+ * Level 0 is read in bands of one chunk row (N rows of the whole width). A pool of worker threads
+ * takes the band's chunk columns: each reads its N x N region with sp_slide_read_region (RGB8),
+ * puts it into the band (split into c,y,x planes, or kept as y,x,c pixels), copies the chunk out
+ * (edges zero-padded) and hands it to the store, which encodes, hashes and writes it atomically.
+ * The finished band is then reduced 2x2 into level 1's band (pyramid.c), row pairs split over the
+ * same pool; when that band holds N rows, or the level's last row, it is emitted the same way and
+ * reduced into level 2, and so on. A row left unpaired at the end of a band (odd N) is carried
+ * into the next one. So the slide is read exactly once and memory stays at one band per level
+ * (about twice level 0's band) plus two chunks per thread, whatever the slide's size. Chunk bytes
+ * depend only on pixels and options, and the store's manifest is sorted by path, so the dataset
+ * hash does not depend on the thread count or on timing. Group metadata (.zgroup/.zattrs or
+ * zarr.json) is written after the last chunk; the store then writes the arrays' metadata, the
+ * manifest and the completion marker. The first file written, slidepipe-convert.json, records
+ * the options, so that --resume refuses to mix two different conversions in one folder.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/int_options.h"
+#include "base/numbers.h"
+#include "base/strings.h"
+#include "io/store.h"
+#include "jobs/convert/pyramid.h"
+#include "slide/slide.h"
+#include "zarr/ome_json.h"
+#include "zarr/zarr_codec.h"
+#include "zarr/zarr_store.h"
+
+/* The options file written first into the output folder: it records what the conversion was
+ * started with, so --resume refuses to mix chunks of two different conversions. */
+#define OPTIONS_FILE "slidepipe-convert.json"
+
+#define MAX_THREADS 1024
+#define MAX_LEVELS 64
+#define ASSOCIATED_CHUNK 1024
+
+/* The codecs' names, in sp_zarr_codec order (as the CLI spells them). */
+static const char *const CODEC_NAMES[] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+struct sp_convert_options {
+    int64_t value[SP_CONVERT_RESUME + 1];
+};
+
+/* Defaults and valid ranges, in sp_convert_option order (the level's range depends on the codec
+ * and is checked when the job starts). */
+static const sp_int_option CONVERT_OPTIONS[] = {
+    [SP_CONVERT_FORMAT] = {SP_ZARR_OME_04, SP_ZARR_OME_04, SP_ZARR_OME_05},
+    [SP_CONVERT_CHUNK] = {512, 256, 4096},
+    [SP_CONVERT_CODEC] = {SP_ZARR_CODEC_ZSTD, SP_ZARR_CODEC_ZSTD, SP_ZARR_CODEC_NONE},
+    [SP_CONVERT_LEVEL] = {0, 0, 22},
+    [SP_CONVERT_SHARD] = {0, 0, 256},
+    [SP_CONVERT_LEVELS] = {0, 0, MAX_LEVELS},
+    [SP_CONVERT_LAYOUT] = {SP_ZARR_LAYOUT_CYX, SP_ZARR_LAYOUT_CYX, SP_ZARR_LAYOUT_YXC},
+    [SP_CONVERT_THREADS] = {0, 0, MAX_THREADS},
+    [SP_CONVERT_RESUME] = {0, 0, 1},
+};
+#define CONVERT_OPTION_COUNT ((int)(sizeof CONVERT_OPTIONS / sizeof CONVERT_OPTIONS[0]))
+_Static_assert(CONVERT_OPTION_COUNT == SP_CONVERT_RESUME + 1, "one entry per option");
+
+sp_status sp_convert_options_create(sp_convert_options **out) {
+    if (out == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    *out = malloc(sizeof **out);
+    if (*out == NULL) {
+        return SP_E_NOMEM;
+    }
+    sp_int_options_reset(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, (*out)->value);
+    return SP_OK;
+}
+
+void sp_convert_options_destroy(sp_convert_options *options) {
+    free(options);
+}
+
+sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_option option,
+                                 int64_t value) {
+    if (options == NULL ||
+        !sp_int_option_ok(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, option, value)) {
+        return SP_E_INVALID_ARG;
+    }
+    options->value[option] = value;
+    return SP_OK;
+}
+
+/* Checks that involve more than one option, and the codec level's range, which depends on the
+ * codec. */
+static sp_status check_options(const sp_convert_options *o, sp_err *err) {
+    if (o->value[SP_CONVERT_SHARD] != 0 && o->value[SP_CONVERT_FORMAT] != SP_ZARR_OME_05) {
+        return sp_err_set(err, SP_E_INVALID_ARG,
+                          "sharding needs Zarr v3: use OME-Zarr 0.5 (SP_ZARR_OME_05)");
+    }
+    /* Highest level per codec, in sp_zarr_codec order. */
+    static const int64_t max_level[] = {22, 9, 9, 9, 0};
+    int64_t codec = o->value[SP_CONVERT_CODEC], level = o->value[SP_CONVERT_LEVEL];
+    if (level > max_level[codec]) {
+        if (max_level[codec] == 0) {
+            return sp_err_set(err, SP_E_INVALID_ARG, "codec 'none' takes no level");
+        }
+        return sp_err_set(err, SP_E_INVALID_ARG,
+                          "codec level %lld is out of range for %s (1..%lld)", (long long)level,
+                          CODEC_NAMES[codec], (long long)max_level[codec]);
+    }
+    return SP_OK;
+}
+
+/* ---- a small worker pool ----------------------------------------------------------------- */
+
+/* The caller of pool_run works too (as worker 0), so `threads` threads run in all. Tasks are
+ * coarse (a chunk or a row of a band), so handing them out under one mutex costs nothing. */
+typedef void (*task_fn)(void *ctx, int64_t task, int worker);
+
+typedef struct pool {
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    pthread_t *threads;
+    int n_threads; /* started threads, not counting the caller */
+    task_fn fn;
+    void *ctx;
+    int64_t next, n_tasks, finished;
+    uint64_t generation;
+    bool quit;
+} pool;
+
+typedef struct worker_arg {
+    pool *p;
+    int id;
+} worker_arg;
+
+static void pool_take_tasks(pool *p, int worker) {
+    /* Called with the lock held; returns with it held. */
+    while (p->next < p->n_tasks) {
+        int64_t t = p->next++;
+        pthread_mutex_unlock(&p->lock);
+        p->fn(p->ctx, t, worker);
+        pthread_mutex_lock(&p->lock);
+        if (++p->finished == p->n_tasks) {
+            pthread_cond_broadcast(&p->done);
+        }
+    }
+}
+
+static void *pool_worker(void *arg) {
+    worker_arg *wa = arg;
+    pool *p = wa->p;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->quit && p->generation == seen) {
+            pthread_cond_wait(&p->work, &p->lock);
+        }
+        if (p->quit) {
+            break;
+        }
+        seen = p->generation;
+        pool_take_tasks(p, wa->id);
+    }
+    pthread_mutex_unlock(&p->lock);
+    free(wa);
+    return NULL;
+}
+
+static void pool_destroy(pool *p) {
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->quit = true;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->n_threads; i++) {
+        pthread_join(p->threads[i], NULL);
+    }
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->lock);
+    free(p->threads);
+    free(p);
+}
+
+static sp_status pool_create(int threads, pool **out, sp_err *err) {
+    pool *p = calloc(1, sizeof *p);
+    if (p == NULL || (p->threads = calloc((size_t)threads, sizeof *p->threads)) == NULL) {
+        free(p);
+        return sp_err_set(err, SP_E_NOMEM, "out of memory for the worker pool");
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (int i = 1; i < threads; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (wa == NULL) {
+            break; /* fewer threads: slower, still correct */
+        }
+        wa->p = p;
+        wa->id = i;
+        if (pthread_create(&p->threads[p->n_threads], NULL, pool_worker, wa) != 0) {
+            free(wa);
+            break;
+        }
+        p->n_threads++;
+    }
+    *out = p;
+    return SP_OK;
+}
+
+/* Run fn(ctx, t, worker) for t in [0, n) on all threads; returns when every task has finished. */
+static void pool_run(pool *p, int64_t n, task_fn fn, void *ctx) {
+    if (n <= 0) {
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->next = 0;
+    p->n_tasks = n;
+    p->finished = 0;
+    p->generation++;
+    pthread_cond_broadcast(&p->work);
+    pool_take_tasks(p, 0);
+    while (p->finished < p->n_tasks) {
+        pthread_cond_wait(&p->done, &p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- the converter ----------------------------------------------------------------------- */
+
+typedef struct level_state {
+    int64_t width, height; /* pixels */
+    int64_t cols;          /* chunks across */
+    sp_zarr_array *array;
+    /* Up to N whole rows: for layout c,y,x three planes of N x width (plane p at p * N * width),
+     * so chunks are row copies and the reducer works on one channel; for y,x,c interleaved RGB. */
+    uint8_t *band;
+    int64_t band_rows;  /* rows held */
+    int64_t band_index; /* the band's chunk row */
+    int64_t produced;   /* rows of this level made so far (levels >= 1) */
+    uint8_t *carry;     /* a row whose partner (for the level below) is in the next band,
+                           three planes of width or one RGB row */
+    bool has_carry;
+} level_state;
+
+typedef struct converter {
+    sp_slide *slide;
+    sp_zarr_store *store;
+    int64_t chunk;
+    int layout;
+    int zarr_version;
+    int n_levels;
+    level_state *levels;
+    pool *pool;
+    int n_workers;
+    uint8_t **scratch; /* per worker: one chunk, laid out for the store */
+    uint8_t **pixels;  /* per worker, layout c,y,x: one chunk of RGB read from the slide */
+
+    pthread_mutex_t err_lock;
+    sp_err err;
+    atomic_bool failed;
+
+    /* The batch being run: which level, and for reductions which rows. */
+    int job_level;
+    int64_t job_first; /* global row of level job_level paired into output row 0 of the batch */
+    int64_t job_band0; /* global row of the band's first row */
+    int64_t job_dst0;  /* first destination row in the next level's band */
+} converter;
+
+static void record(converter *c, const sp_err *e) {
+    pthread_mutex_lock(&c->err_lock);
+    if (c->err.status == SP_OK) {
+        c->err = *e;
+    }
+    atomic_store(&c->failed, true);
+    pthread_mutex_unlock(&c->err_lock);
+}
+
+/* Lay out chunk (band_index, col) of a level from its band into `buf` (zero-padded at the edges)
+ * and hand it to the store. */
+static void write_band_chunk(converter *c, int k, int64_t col, uint8_t *buf) {
+    level_state *l = &c->levels[k];
+    int64_t n = c->chunk;
+    int64_t x0 = col * n;
+    int64_t w = l->width - x0 < n ? l->width - x0 : n;
+    int64_t rows = l->band_rows;
+    if (w < n || rows < n) {
+        memset(buf, 0, (size_t)(n * n * 3));
+    }
+    int64_t index[3];
+    if (c->layout == SP_ZARR_LAYOUT_CYX) {
+        for (int p = 0; p < 3; p++) {
+            const uint8_t *src = l->band + p * n * l->width + x0;
+            for (int64_t y = 0; y < rows; y++) {
+                memcpy(buf + (p * n + y) * n, src + y * l->width, (size_t)w);
+            }
+        }
+        index[0] = 0;
+        index[1] = l->band_index;
+        index[2] = col;
+    } else {
+        const uint8_t *src = l->band + x0 * 3;
+        for (int64_t y = 0; y < rows; y++) {
+            memcpy(buf + y * n * 3, src + y * l->width * 3, (size_t)(w * 3));
+        }
+        index[0] = l->band_index;
+        index[1] = col;
+        index[2] = 0;
+    }
+    sp_err e = {0};
+    if (sp_zarr_array_write_chunk(l->array, index, buf, &e) != SP_OK) {
+        record(c, &e);
+    }
+}
+
+/* Task: read chunk column `col` of the current level-0 band from the slide, then write it. */
+static void task_read_level0(void *ctx, int64_t col, int worker) {
+    converter *c = ctx;
+    if (atomic_load(&c->failed)) {
+        return;
+    }
+    level_state *l = &c->levels[0];
+    int64_t n = c->chunk;
+    int64_t x0 = col * n, y0 = l->band_index * n;
+    int64_t w = l->width - x0 < n ? l->width - x0 : n;
+    bool planar = c->layout == SP_ZARR_LAYOUT_CYX;
+    /* Interleaved bands take the pixels in place; planar ones through the worker's buffer. */
+    uint8_t *dst = planar ? c->pixels[worker] : l->band + x0 * 3;
+    int64_t stride = planar ? w * 3 : l->width * 3;
+    sp_status st =
+        sp_slide_read_region(c->slide, SP_PIXEL_RGB8, dst, stride, 0, x0, y0, w, l->band_rows);
+    if (st != SP_OK) {
+        const char *msg = sp_slide_error(c->slide);
+        sp_err e = {0};
+        sp_err_set(&e, st, "reading level 0 at (%lld, %lld): %s", (long long)x0, (long long)y0,
+                   msg ? msg : sp_status_str(st));
+        record(c, &e);
+        return;
+    }
+    if (planar) {
+        uint8_t *r = l->band + x0, *g = r + n * l->width, *b = g + n * l->width;
+        for (int64_t y = 0; y < l->band_rows; y++) {
+            int64_t o = y * l->width;
+            sp_rgb_to_planes(dst + y * stride, r + o, g + o, b + o, w);
+        }
+    }
+    write_band_chunk(c, 0, col, c->scratch[worker]);
+}
+
+/* Task: write chunk column `col` of the current band of level job_level. */
+static void task_write_band(void *ctx, int64_t col, int worker) {
+    converter *c = ctx;
+    if (atomic_load(&c->failed)) {
+        return;
+    }
+    write_band_chunk(c, c->job_level, col, c->scratch[worker]);
+}
+
+/* The address of global row g of level k (plane p in layout c,y,x): a row of its band, or the
+ * carried row before it. */
+static const uint8_t *source_row(const converter *c, int k, int64_t g, int p) {
+    const level_state *l = &c->levels[k];
+    if (c->layout == SP_ZARR_LAYOUT_CYX) {
+        if (g < c->job_band0) {
+            return l->carry + p * l->width;
+        }
+        return l->band + (p * c->chunk + (g - c->job_band0)) * l->width;
+    }
+    if (g < c->job_band0) {
+        return l->carry;
+    }
+    return l->band + (g - c->job_band0) * l->width * 3;
+}
+
+/* Task: make output row t of the current reduction (level job_level into job_level + 1). */
+static void task_reduce_row(void *ctx, int64_t t, int worker) {
+    (void)worker;
+    converter *c = ctx;
+    int k = c->job_level;
+    level_state *dst = &c->levels[k + 1];
+    int64_t g = c->job_first + 2 * t, y = c->job_dst0 + t;
+    if (c->layout == SP_ZARR_LAYOUT_CYX) {
+        for (int p = 0; p < 3; p++) {
+            sp_pyramid_reduce_plane(source_row(c, k, g, p), source_row(c, k, g + 1, p),
+                                    dst->band + (p * c->chunk + y) * dst->width, dst->width);
+        }
+    } else {
+        sp_pyramid_reduce_rgb(source_row(c, k, g, 0), source_row(c, k, g + 1, 0),
+                              dst->band + y * dst->width * 3, dst->width);
+    }
+}
+
+static void reduce_band(converter *c, int k);
+
+/* Level k's band is complete: write its chunks, feed the level below, and empty it. */
+static void emit_band(converter *c, int k) {
+    level_state *l = &c->levels[k];
+    c->job_level = k;
+    pool_run(c->pool, l->cols, task_write_band, c);
+    if (!atomic_load(&c->failed)) {
+        reduce_band(c, k);
+    }
+    l->band_rows = 0;
+    l->band_index++;
+}
+
+/* Reduce level k's current band (plus a carried row from the band before) into level k + 1,
+ * emitting level k + 1's band whenever it fills. */
+static void reduce_band(converter *c, int k) {
+    if (k + 1 >= c->n_levels || atomic_load(&c->failed)) {
+        return;
+    }
+    level_state *src = &c->levels[k], *dst = &c->levels[k + 1];
+    int64_t band0 = src->band_index * c->chunk;
+    int64_t end = band0 + src->band_rows;
+    int64_t first = src->has_carry ? band0 - 1 : band0;
+    int64_t pairs = (end - first) / 2;
+    int64_t done = 0;
+    while (done < pairs && !atomic_load(&c->failed)) {
+        int64_t space = c->chunk - dst->band_rows;
+        int64_t seg = pairs - done < space ? pairs - done : space;
+        /* Nested emits below change the job fields; set them for every segment. */
+        c->job_level = k;
+        c->job_band0 = band0;
+        c->job_first = first + 2 * done;
+        c->job_dst0 = dst->band_rows;
+        pool_run(c->pool, seg, task_reduce_row, c);
+        dst->band_rows += seg;
+        dst->produced += seg;
+        done += seg;
+        if (dst->band_rows == c->chunk || dst->produced == dst->height) {
+            emit_band(c, k + 1);
+        }
+    }
+    /* An unpaired last row waits for its partner in the next band, unless it is the level's
+     * last row (odd height), which the reduction drops. */
+    src->has_carry = false;
+    if (((end - first) & 1) != 0 && end < src->height) {
+        int64_t last = src->band_rows - 1;
+        if (c->layout == SP_ZARR_LAYOUT_CYX) {
+            for (int p = 0; p < 3; p++) {
+                memcpy(src->carry + p * src->width, src->band + (p * c->chunk + last) * src->width,
+                       (size_t)src->width);
+            }
+        } else {
+            memcpy(src->carry, src->band + last * src->width * 3, (size_t)(src->width * 3));
+        }
+        src->has_carry = true;
+    }
+}
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+/* The multiscales list; OME-Zarr 0.4 carries "version" inside it, 0.5 in attributes.ome. */
+static cJSON *multiscales_json(const converter *c, bool with_version) {
+    cJSON *list = cJSON_CreateArray();
+    cJSON *ms = cJSON_CreateObject();
+    cJSON_AddItemToArray(list, ms);
+    if (with_version) {
+        cJSON_AddStringToObject(ms, "version", "0.4");
+    }
+    const char *name = sp_slide_file_name(c->slide);
+    if (name != NULL) {
+        sp_json_add_string(ms, "name", name);
+    }
+    double mx = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_X);
+    double my = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_Y);
+    if (mx == 0) {
+        mx = my;
+    }
+    if (my == 0) {
+        my = mx;
+    }
+    const char *unit = mx > 0 ? "micrometer" : NULL;
+    if (mx == 0) {
+        mx = my = 1.0;
+    }
+    cJSON *axes = cJSON_AddArrayToObject(ms, "axes");
+    if (c->layout == SP_ZARR_LAYOUT_CYX) {
+        cJSON_AddItemToArray(axes, sp_ome_axis("c", "channel", NULL));
+    }
+    cJSON_AddItemToArray(axes, sp_ome_axis("y", "space", unit));
+    cJSON_AddItemToArray(axes, sp_ome_axis("x", "space", unit));
+    if (c->layout == SP_ZARR_LAYOUT_YXC) {
+        cJSON_AddItemToArray(axes, sp_ome_axis("c", "channel", NULL));
+    }
+    cJSON *datasets = cJSON_AddArrayToObject(ms, "datasets");
+    for (int k = 0; k < c->n_levels; k++) {
+        cJSON *d = cJSON_CreateObject();
+        char path[16];
+        snprintf(path, sizeof path, "%d", k);
+        cJSON_AddStringToObject(d, "path", path);
+        cJSON *cts = cJSON_AddArrayToObject(d, "coordinateTransformations");
+        cJSON *scale = cJSON_CreateObject();
+        cJSON_AddStringToObject(scale, "type", "scale");
+        double f = ldexp(1.0, k);
+        double v[3];
+        if (c->layout == SP_ZARR_LAYOUT_CYX) {
+            v[0] = 1;
+            v[1] = my * f;
+            v[2] = mx * f;
+        } else {
+            v[0] = my * f;
+            v[1] = mx * f;
+            v[2] = 1;
+        }
+        cJSON_AddItemToObject(scale, "scale", cJSON_CreateDoubleArray(v, 3));
+        cJSON_AddItemToArray(cts, scale);
+        cJSON_AddItemToArray(datasets, d);
+    }
+    cJSON_AddStringToObject(ms, "type", "mean");
+    cJSON *meta = cJSON_AddObjectToObject(ms, "metadata");
+    cJSON_AddStringToObject(meta, "description",
+                            "each level is the 2x2 mean of the level above, rounded half up: "
+                            "(a + b + c + d + 2) >> 2; an odd last row or column is dropped");
+    cJSON_AddStringToObject(meta, "method", "slidepipe convert");
+    cJSON_AddStringToObject(meta, "version", sp_version());
+    return list;
+}
+
+static cJSON *omero_json(void) {
+    static const char *labels[3] = {"R", "G", "B"};
+    static const char *colors[3] = {"FF0000", "00FF00", "0000FF"};
+    cJSON *omero = cJSON_CreateObject();
+    cJSON *channels = cJSON_AddArrayToObject(omero, "channels");
+    for (int i = 0; i < 3; i++) {
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddStringToObject(ch, "label", labels[i]);
+        cJSON_AddStringToObject(ch, "color", colors[i]);
+        cJSON_AddBoolToObject(ch, "active", 1);
+        cJSON *win = cJSON_AddObjectToObject(ch, "window");
+        cJSON_AddNumberToObject(win, "start", 0);
+        cJSON_AddNumberToObject(win, "end", 255);
+        cJSON_AddNumberToObject(win, "min", 0);
+        cJSON_AddNumberToObject(win, "max", 255);
+        cJSON_AddItemToArray(channels, ch);
+    }
+    cJSON *rdefs = cJSON_AddObjectToObject(omero, "rdefs");
+    cJSON_AddStringToObject(rdefs, "model", "color");
+    return omero;
+}
+
+/* The path of associated image `name` inside the store: associated/<name>, with anything but
+ * letters, digits, '-', '_' and inner '.' replaced by '_' so a name cannot leave the folder. */
+static void associated_path(const char *name, char *out, size_t len) {
+    int n = snprintf(out, len, "associated/");
+    size_t o = n > 0 ? (size_t)n : 0;
+    for (const char *p = name; *p && o + 1 < len; p++) {
+        char ch = *p;
+        bool keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || (ch == '.' && p != name);
+        out[o++] = keep ? ch : '_';
+    }
+    if (o == strlen("associated/") && o + 1 < len) {
+        out[o++] = '_';
+    }
+    out[o] = '\0';
+}
+
+static cJSON *slidepipe_json(const converter *c) {
+    const sp_slide *s = c->slide;
+    cJSON *sp = cJSON_CreateObject();
+    cJSON_AddStringToObject(sp, "version", sp_version());
+    cJSON *src = cJSON_AddObjectToObject(sp, "source");
+    sp_json_add_string(src, "format", sp_slide_format(s));
+    cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
+    cJSON_AddNumberToObject(src, "height", (double)c->levels[0].height);
+    cJSON *props = cJSON_AddObjectToObject(sp, "properties");
+    for (int32_t i = 0; i < sp_slide_property_count(s); i++) {
+        const char *key = sp_slide_property_name(s, i);
+        sp_json_add_string(props, key, sp_slide_property_value(s, key));
+    }
+    cJSON *assoc = cJSON_AddObjectToObject(sp, "associated");
+    for (int32_t i = 0; i < sp_slide_associated_count(s); i++) {
+        const char *name = sp_slide_associated_name(s, i);
+        int64_t w = 0, h = 0;
+        sp_slide_associated_dimensions(s, name, &w, &h);
+        char path[256];
+        associated_path(name, path, sizeof path);
+        char *clean = sp_json_utf8_clean(name);
+        cJSON *a = clean ? cJSON_AddObjectToObject(assoc, clean) : NULL;
+        free(clean);
+        if (a != NULL) {
+            cJSON_AddStringToObject(a, "path", path);
+            cJSON_AddNumberToObject(a, "width", (double)w);
+            cJSON_AddNumberToObject(a, "height", (double)h);
+        }
+    }
+    return sp;
+}
+
+static sp_status write_json(converter *c, const char *relpath, cJSON *doc, sp_err *err) {
+    char *text = doc ? cJSON_Print(doc) : NULL;
+    cJSON_Delete(doc);
+    if (text == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory formatting %s", relpath);
+    }
+    sp_status st = sp_zarr_store_write_json(c->store, relpath, text, err);
+    free(text);
+    return st;
+}
+
+static sp_status write_group_metadata(converter *c, sp_err *err) {
+    sp_status st;
+    if (c->zarr_version == 2) {
+        cJSON *g = cJSON_CreateObject();
+        cJSON_AddNumberToObject(g, "zarr_format", 2);
+        st = write_json(c, ".zgroup", g, err);
+        if (st == SP_OK) {
+            cJSON *attrs = cJSON_CreateObject();
+            cJSON_AddItemToObject(attrs, "multiscales", multiscales_json(c, true));
+            cJSON_AddItemToObject(attrs, "omero", omero_json());
+            cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c));
+            st = write_json(c, ".zattrs", attrs, err);
+        }
+        if (st == SP_OK && sp_slide_associated_count(c->slide) > 0) {
+            cJSON *ag = cJSON_CreateObject();
+            cJSON_AddNumberToObject(ag, "zarr_format", 2);
+            st = write_json(c, "associated/.zgroup", ag, err);
+        }
+        return st;
+    }
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "zarr_format", 3);
+    cJSON_AddStringToObject(g, "node_type", "group");
+    cJSON *attrs = cJSON_AddObjectToObject(g, "attributes");
+    cJSON *ome = cJSON_AddObjectToObject(attrs, "ome");
+    cJSON_AddStringToObject(ome, "version", "0.5");
+    cJSON_AddItemToObject(ome, "multiscales", multiscales_json(c, false));
+    cJSON_AddItemToObject(ome, "omero", omero_json());
+    cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c));
+    st = write_json(c, "zarr.json", g, err);
+    if (st == SP_OK && sp_slide_associated_count(c->slide) > 0) {
+        cJSON *ag = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ag, "zarr_format", 3);
+        cJSON_AddStringToObject(ag, "node_type", "group");
+        cJSON_AddObjectToObject(ag, "attributes");
+        st = write_json(c, "associated/zarr.json", ag, err);
+    }
+    return st;
+}
+
+/* What the conversion was started with; compared on resume. */
+static char *options_text(const converter *c, const sp_convert_options *o) {
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "slidepipe", sp_version());
+    cJSON *src = cJSON_AddObjectToObject(doc, "source");
+    const char *name = sp_slide_file_name(c->slide);
+    if (name != NULL) {
+        sp_json_add_string(src, "name", name);
+    }
+    sp_json_add_string(src, "format", sp_slide_format(c->slide));
+    cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
+    cJSON_AddNumberToObject(src, "height", (double)c->levels[0].height);
+    cJSON *opt = cJSON_AddObjectToObject(doc, "options");
+    sp_zarr_codec codec = (sp_zarr_codec)o->value[SP_CONVERT_CODEC];
+    cJSON_AddStringToObject(opt, "format", c->zarr_version == 3 ? "ome-zarr-0.5" : "ome-zarr-0.4");
+    cJSON_AddNumberToObject(opt, "chunk", (double)c->chunk);
+    cJSON_AddStringToObject(opt, "codec", CODEC_NAMES[codec]);
+    int level = (int)o->value[SP_CONVERT_LEVEL];
+    cJSON_AddNumberToObject(opt, "codec_level", level ? level : sp_zarr_codec_default_level(codec));
+    cJSON_AddNumberToObject(opt, "shard", (double)o->value[SP_CONVERT_SHARD]);
+    cJSON_AddNumberToObject(opt, "levels", c->n_levels);
+    cJSON_AddStringToObject(opt, "layout", c->layout == SP_ZARR_LAYOUT_CYX ? "cyx" : "yxc");
+    char *text = cJSON_Print(doc);
+    cJSON_Delete(doc);
+    return text;
+}
+
+/* On resume: the options file of the interrupted run must say the same as ours. A store that has
+ * none (killed before anything was written) is fine. */
+static sp_status check_resume(const char *out_path, const char *expected, sp_err *err) {
+    char *path = sp_path_join(out_path, OPTIONS_FILE);
+    if (path == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    sp_source *src = NULL;
+    bool missing = false;
+    sp_status st = sp_store_open(path, 0, &src, &missing, err);
+    free(path);
+    if (st != SP_OK || missing) {
+        return st;
+    }
+    size_t len = strlen(expected);
+    char *buf = NULL;
+    if (sp_source_size(src) == len && (buf = malloc(len + 1)) == NULL) {
+        st = sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    if (buf != NULL) {
+        st = sp_source_read(src, 0, buf, len, err);
+    }
+    sp_source_close(src);
+    if (st == SP_OK && (buf == NULL || memcmp(buf, expected, len) != 0)) {
+        st = sp_err_set(err, SP_E_INVALID_ARG,
+                        "%s: this store was started from another slide or with other options; "
+                        "resume it with the same ones, or convert into a new one",
+                        out_path);
+    }
+    free(buf);
+    return st;
+}
+
+/* ---- associated images ------------------------------------------------------------------- */
+
+static sp_status write_associated(converter *c, const sp_convert_options *o, sp_err *err) {
+    sp_slide *s = c->slide;
+    for (int32_t i = 0; i < sp_slide_associated_count(s); i++) {
+        const char *name = sp_slide_associated_name(s, i);
+        int64_t w, h;
+        sp_status st = sp_slide_associated_dimensions(s, name, &w, &h);
+        if (st != SP_OK || w <= 0 || h <= 0) {
+            continue;
+        }
+        uint64_t bytes;
+        if (!sp_mul_u64((uint64_t)w * 3, (uint64_t)h, &bytes) || bytes > SIZE_MAX / 2) {
+            return sp_err_set(err, SP_E_LIMIT, "associated image '%s' is too large", name);
+        }
+        int64_t cw = w < ASSOCIATED_CHUNK ? w : ASSOCIATED_CHUNK;
+        int64_t ch = h < ASSOCIATED_CHUNK ? h : ASSOCIATED_CHUNK;
+        uint8_t *img = malloc((size_t)bytes);
+        uint8_t *chunk = malloc((size_t)(cw * ch * 3));
+        if (img == NULL || chunk == NULL) {
+            free(img);
+            free(chunk);
+            return sp_err_set(err, SP_E_NOMEM, "out of memory for associated image '%s'", name);
+        }
+        st = sp_slide_read_associated(s, name, SP_PIXEL_RGB8, img, w * 3);
+        if (st != SP_OK) {
+            const char *msg = sp_slide_error(s);
+            sp_err_set(err, st, "reading associated image '%s': %s", name,
+                       msg ? msg : sp_status_str(st));
+        }
+        sp_zarr_array *array = NULL;
+        if (st == SP_OK) {
+            char path[256];
+            associated_path(name, path, sizeof path);
+            sp_zarr_array_spec spec = {0};
+            spec.zarr_version = c->zarr_version;
+            spec.ndim = 3;
+            spec.shape[0] = h;
+            spec.shape[1] = w;
+            spec.shape[2] = 3;
+            spec.chunks[0] = ch;
+            spec.chunks[1] = cw;
+            spec.chunks[2] = 3;
+            spec.dtype = SP_ZARR_U8;
+            spec.codec = (sp_zarr_codec)o->value[SP_CONVERT_CODEC];
+            spec.level = (int)o->value[SP_CONVERT_LEVEL];
+            spec.dimension_names[0] = "y";
+            spec.dimension_names[1] = "x";
+            spec.dimension_names[2] = "c";
+            st = sp_zarr_array_create(c->store, path, &spec, &array, err);
+        }
+        for (int64_t cy = 0; st == SP_OK && cy * ch < h; cy++) {
+            for (int64_t cx = 0; st == SP_OK && cx * cw < w; cx++) {
+                int64_t rows = h - cy * ch < ch ? h - cy * ch : ch;
+                int64_t cols = w - cx * cw < cw ? w - cx * cw : cw;
+                memset(chunk, 0, (size_t)(cw * ch * 3));
+                for (int64_t y = 0; y < rows; y++) {
+                    memcpy(chunk + y * cw * 3, img + (cy * ch + y) * w * 3 + cx * cw * 3,
+                           (size_t)(cols * 3));
+                }
+                int64_t index[3] = {cy, cx, 0};
+                st = sp_zarr_array_write_chunk(array, index, chunk, err);
+            }
+        }
+        free(img);
+        free(chunk);
+        if (st != SP_OK) {
+            return st;
+        }
+    }
+    return SP_OK;
+}
+
+/* ---- the conversion ---------------------------------------------------------------------- */
+
+/* "All cores" is two workers per core: a worker spends about a fifth of its time blocked while
+ * the store flushes its chunk to disk, and a second one per core computes meanwhile (measured on
+ * the 16384² benchmark: 1.5 cores busy with one worker per core, 1.75 with two). */
+static int default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    n = n < 1 ? 2 : 2 * n;
+    return n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
+/* How many levels to write: down to the first that fits one chunk, or as asked, never past a
+ * level with a side of 1. */
+static int count_levels(int64_t w, int64_t h, int64_t chunk, int64_t wanted) {
+    int n = 1;
+    while (n < MAX_LEVELS && w >= 2 && h >= 2) {
+        if (wanted == 0 ? (w <= chunk && h <= chunk) : n >= wanted) {
+            break;
+        }
+        w /= 2;
+        h /= 2;
+        n++;
+    }
+    return n;
+}
+
+static sp_status setup_levels(converter *c, const sp_convert_options *o, sp_err *err) {
+    int64_t w, h;
+    sp_status st = sp_slide_level_dimensions(c->slide, 0, &w, &h);
+    if (st != SP_OK || w <= 0 || h <= 0) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "the slide's level 0 is empty");
+    }
+    c->n_levels = count_levels(w, h, c->chunk, o->value[SP_CONVERT_LEVELS]);
+    c->levels = calloc((size_t)c->n_levels, sizeof *c->levels);
+    if (c->levels == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < c->n_levels; k++) {
+        level_state *l = &c->levels[k];
+        l->width = w;
+        l->height = h;
+        l->cols = (w + c->chunk - 1) / c->chunk;
+        uint64_t row = (uint64_t)w * 3, band;
+        if (!sp_mul_u64(row, (uint64_t)c->chunk, &band) || band > SIZE_MAX / 4) {
+            return sp_err_set(err, SP_E_LIMIT, "level %d (%lld pixels wide) is too wide", k,
+                              (long long)w);
+        }
+        l->band = malloc((size_t)band);
+        l->carry = k + 1 < c->n_levels ? malloc((size_t)row) : NULL;
+        if (l->band == NULL || (k + 1 < c->n_levels && l->carry == NULL)) {
+            return sp_err_set(err, SP_E_NOMEM, "out of memory for a %lld x %lld band of level %d",
+                              (long long)w, (long long)c->chunk, k);
+        }
+        w /= 2;
+        h /= 2;
+    }
+    return SP_OK;
+}
+
+static sp_status create_arrays(converter *c, const sp_convert_options *o, sp_err *err) {
+    int64_t shard = o->value[SP_CONVERT_SHARD];
+    for (int k = 0; k < c->n_levels; k++) {
+        level_state *l = &c->levels[k];
+        sp_zarr_array_spec spec = {0};
+        spec.zarr_version = c->zarr_version;
+        spec.ndim = 3;
+        spec.dtype = SP_ZARR_U8;
+        spec.codec = (sp_zarr_codec)o->value[SP_CONVERT_CODEC];
+        spec.level = (int)o->value[SP_CONVERT_LEVEL];
+        int cax = c->layout == SP_ZARR_LAYOUT_CYX ? 0 : 2;
+        int yax = c->layout == SP_ZARR_LAYOUT_CYX ? 1 : 0;
+        spec.shape[cax] = 3;
+        spec.shape[yax] = l->height;
+        spec.shape[yax + 1] = l->width;
+        spec.chunks[cax] = 3;
+        spec.chunks[yax] = c->chunk;
+        spec.chunks[yax + 1] = c->chunk;
+        if (shard > 0) {
+            spec.shard[cax] = 3;
+            spec.shard[yax] = shard * c->chunk;
+            spec.shard[yax + 1] = shard * c->chunk;
+        }
+        spec.dimension_names[cax] = "c";
+        spec.dimension_names[yax] = "y";
+        spec.dimension_names[yax + 1] = "x";
+        char name[16];
+        snprintf(name, sizeof name, "%d", k);
+        sp_status st = sp_zarr_array_create(c->store, name, &spec, &l->array, err);
+        if (st != SP_OK) {
+            return st;
+        }
+    }
+    return SP_OK;
+}
+
+static void converter_free(converter *c) {
+    pool_destroy(c->pool);
+    for (int i = 0; i < c->n_workers; i++) {
+        free(c->scratch ? c->scratch[i] : NULL);
+        free(c->pixels ? c->pixels[i] : NULL);
+    }
+    free(c->scratch);
+    free(c->pixels);
+    if (c->levels != NULL) {
+        for (int k = 0; k < c->n_levels; k++) {
+            free(c->levels[k].band);
+            free(c->levels[k].carry);
+        }
+        free(c->levels);
+    }
+    pthread_mutex_destroy(&c->err_lock);
+}
+
+static sp_status convert(converter *c, const char *out_path, const sp_convert_options *o,
+                         sp_progress_fn progress, void *user, char *hash, sp_err *err) {
+    sp_status st = check_options(o, err);
+    if (st == SP_OK) {
+        st = setup_levels(c, o, err);
+    }
+    char *opts_text = NULL;
+    if (st == SP_OK && (opts_text = options_text(c, o)) == NULL) {
+        st = sp_err_set(err, SP_E_NOMEM, "out of memory");
+    }
+    bool resume = o->value[SP_CONVERT_RESUME] != 0;
+    if (st == SP_OK && resume) {
+        st = check_resume(out_path, opts_text, err);
+    }
+    if (st == SP_OK) {
+        int threads = (int)o->value[SP_CONVERT_THREADS];
+        c->n_workers = threads > 0 ? threads : default_threads();
+        bool planar = c->layout == SP_ZARR_LAYOUT_CYX;
+        c->scratch = calloc((size_t)c->n_workers, sizeof *c->scratch);
+        c->pixels = calloc((size_t)c->n_workers, sizeof *c->pixels);
+        st = c->scratch && c->pixels ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
+        size_t bytes = (size_t)(c->chunk * c->chunk * 3);
+        for (int i = 0; st == SP_OK && i < c->n_workers; i++) {
+            c->scratch[i] = malloc(bytes);
+            c->pixels[i] = planar ? malloc(bytes) : NULL;
+            if (c->scratch[i] == NULL || (planar && c->pixels[i] == NULL)) {
+                st = sp_err_set(err, SP_E_NOMEM, "out of memory for chunk buffers");
+            }
+        }
+    }
+    if (st == SP_OK) {
+        st = pool_create(c->n_workers, &c->pool, err);
+    }
+    if (st == SP_OK) {
+        st = sp_zarr_store_open(out_path, resume, &c->store, err);
+    }
+    if (st == SP_OK) {
+        st = sp_zarr_store_write_json(c->store, OPTIONS_FILE, opts_text, err);
+    }
+    free(opts_text);
+    if (st == SP_OK) {
+        st = create_arrays(c, o, err);
+    }
+
+    level_state *l0 = st == SP_OK ? &c->levels[0] : NULL;
+    int64_t bands = l0 ? (l0->height + c->chunk - 1) / c->chunk : 0;
+    for (int64_t b = 0; st == SP_OK && b < bands; b++) {
+        l0->band_rows = l0->height - b * c->chunk < c->chunk ? l0->height - b * c->chunk : c->chunk;
+        pool_run(c->pool, l0->cols, task_read_level0, c);
+        if (!atomic_load(&c->failed)) {
+            reduce_band(c, 0);
+        }
+        l0->band_rows = 0;
+        l0->band_index++;
+        if (atomic_load(&c->failed)) {
+            *err = c->err;
+            st = c->err.status;
+            break;
+        }
+        if (progress != NULL) {
+            progress(user, (b + 1) * l0->cols, bands * l0->cols);
+        }
+    }
+    if (st == SP_OK) {
+        st = write_associated(c, o, err);
+    }
+    if (st == SP_OK) {
+        st = write_group_metadata(c, err);
+    }
+    if (st == SP_OK) {
+        sp_zarr_store *store = c->store;
+        c->store = NULL;
+        st = sp_zarr_store_finish(store, hash, err);
+    }
+    if (c->store != NULL) {
+        sp_zarr_store_abort(c->store);
+        c->store = NULL;
+    }
+    return st;
+}
+
+sp_status sp_convert_to_zarr(sp_slide *slide, const char *out_path,
+                             const sp_convert_options *options, sp_progress_fn progress,
+                             void *progress_user, char *dataset_hash, char *errbuf,
+                             size_t err_len) {
+    sp_err err = {0};
+    sp_status st;
+    char hash[65] = "";
+    if (slide == NULL || out_path == NULL || *out_path == '\0') {
+        st = sp_err_set(&err, SP_E_INVALID_ARG, "sp_convert_to_zarr: null argument");
+    } else {
+        sp_convert_options *defaults = NULL;
+        if (options == NULL) {
+            st = sp_convert_options_create(&defaults);
+            options = defaults;
+        } else {
+            st = SP_OK;
+        }
+        if (st == SP_OK) {
+            converter c = {0};
+            pthread_mutex_init(&c.err_lock, NULL);
+            c.slide = slide;
+            c.chunk = options->value[SP_CONVERT_CHUNK];
+            c.layout = (int)options->value[SP_CONVERT_LAYOUT];
+            c.zarr_version = options->value[SP_CONVERT_FORMAT] == SP_ZARR_OME_05 ? 3 : 2;
+            st = convert(&c, out_path, options, progress, progress_user, hash, &err);
+            converter_free(&c);
+        } else {
+            sp_err_set(&err, st, "out of memory");
+        }
+        sp_convert_options_destroy(defaults);
+    }
+    if (dataset_hash != NULL) {
+        memcpy(dataset_hash, st == SP_OK ? hash : "", st == SP_OK ? 65 : 1);
+    }
+    sp_err_report(st, &err, errbuf, err_len);
+    return st;
+}

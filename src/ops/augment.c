@@ -1,0 +1,178 @@
+/* augment.c — seeded augmentation of RGB8 training patches: the 8 flips and quarter turns of a
+ * square, and a jitter of the haematoxylin, eosin and DAB channels (HED jitter, as Tellez et al.
+ * 2018 describe it), each drawn from the patch's own seed.
+ *
+ * Every random number comes from a splitmix64 sequence started at the patch's seed, always drawn
+ * in the same order whatever is switched on, so turning flips on or off does not change a patch's
+ * colour jitter and a batch augmented on any number of threads is the same. docs/train.md defines
+ * the arithmetic; tests/cli/test_train.py checks it against numpy in double precision.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/thread_pool.h"
+#include "ops/op.h"
+#include "slidepipe.h"
+
+/* Stain optical-density vectors over R, G, B (Ruifrok and Johnston 2001, as scikit-image's
+ * rgb2hed uses them): rows haematoxylin, eosin, DAB. */
+static const double HED_FROM_STAINS[3][3] = {
+    {0.65, 0.70, 0.29},
+    {0.07, 0.99, 0.11},
+    {0.27, 0.57, 0.78},
+};
+
+/* Draws per patch: one for the flip, then alpha and beta for H, E and D. */
+enum { DRAW_DIHEDRAL, DRAW_ALPHA, DRAW_BETA = DRAW_ALPHA + 3, DRAWS = DRAW_BETA + 3 };
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void invert3(const double m[3][3], double inv[3][3]) {
+    double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) -
+                 m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+                 m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+    for (int r = 0; r < 3; r++) {
+        for (int c = 0; c < 3; c++) {
+            /* The cofactor of (c, r), transposed into (r, c). */
+            int r1 = (c + 1) % 3, r2 = (c + 2) % 3, c1 = (r + 1) % 3, c2 = (r + 2) % 3;
+            inv[r][c] = (m[r1][c1] * m[r2][c2] - m[r1][c2] * m[r2][c1]) / det;
+        }
+    }
+}
+
+/* The jitter as one affine map of optical densities: od' = od * a + b, where
+ * a = inverse(M) * diag(alpha) * M and b = beta * M for the stain matrix M. */
+static void jitter_map(const double u[DRAWS], double sigma, float a[3][3], float b[3]) {
+    double inv[3][3];
+    invert3(HED_FROM_STAINS, inv);
+    double alpha[3], beta[3];
+    for (int k = 0; k < 3; k++) {
+        alpha[k] = 1.0 + sigma * (2.0 * u[DRAW_ALPHA + k] - 1.0);
+        beta[k] = sigma * (2.0 * u[DRAW_BETA + k] - 1.0);
+    }
+    for (int j = 0; j < 3; j++) {
+        for (int c = 0; c < 3; c++) {
+            double s = 0.0;
+            for (int k = 0; k < 3; k++) {
+                s += inv[j][k] * alpha[k] * HED_FROM_STAINS[k][c];
+            }
+            a[j][c] = (float)s;
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        double s = 0.0;
+        for (int k = 0; k < 3; k++) {
+            s += beta[k] * HED_FROM_STAINS[k][c];
+        }
+        b[c] = (float)s;
+    }
+}
+
+SP_OPS_SIMD static void jitter_pixels(uint8_t *rgb, int64_t npixels, const float lut[256],
+                                      const float a[3][3], const float b[3]) {
+    for (int64_t p = 0; p < npixels; p++) {
+        uint8_t *px = rgb + 3 * p;
+        float o0 = lut[px[0]], o1 = lut[px[1]], o2 = lut[px[2]];
+        for (int c = 0; c < 3; c++) {
+            float od = o0 * a[0][c] + o1 * a[1][c] + o2 * a[2][c] + b[c];
+            float v = 255.0f * expf(-od);
+            v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
+            px[c] = (uint8_t)(v + 0.5f);
+        }
+    }
+}
+
+static void swap_pixels(uint8_t *p, uint8_t *q) {
+    uint8_t t[3];
+    memcpy(t, p, 3);
+    memcpy(p, q, 3);
+    memcpy(q, t, 3);
+}
+
+/* In place, in numpy's terms on an (size, size, 3) array: transpose when bit 2 of t is set, then
+ * reverse the rows (bit 1), then reverse each row (bit 0). */
+static void dihedral(uint8_t *rgb, int64_t size, unsigned t) {
+    int64_t row = size * 3;
+    if (t & 4) {
+        for (int64_t y = 0; y < size; y++) {
+            for (int64_t x = y + 1; x < size; x++) {
+                swap_pixels(rgb + y * row + 3 * x, rgb + x * row + 3 * y);
+            }
+        }
+    }
+    if (t & 2) {
+        for (int64_t y = 0; y < size / 2; y++) {
+            for (int64_t x = 0; x < size; x++) {
+                swap_pixels(rgb + y * row + 3 * x, rgb + (size - 1 - y) * row + 3 * x);
+            }
+        }
+    }
+    if (t & 1) {
+        for (int64_t y = 0; y < size; y++) {
+            for (int64_t x = 0; x < size / 2; x++) {
+                swap_pixels(rgb + y * row + 3 * x, rgb + y * row + 3 * (size - 1 - x));
+            }
+        }
+    }
+}
+
+static bool arguments_ok(const uint8_t *rgb, int64_t size, double hed_sigma) {
+    return rgb != NULL && size >= 1 && size <= (INT64_C(1) << 28) && hed_sigma >= 0.0 &&
+           hed_sigma <= 1.0;
+}
+
+static void augment_one(uint8_t *rgb, int64_t size, uint64_t seed, int flips, double sigma) {
+    uint64_t state = seed;
+    double u[DRAWS];
+    for (int i = 0; i < DRAWS; i++) {
+        u[i] = (double)(splitmix64(&state) >> 11) * 0x1p-53;
+    }
+    if (sigma > 0.0) {
+        float a[3][3], b[3];
+        jitter_map(u, sigma, a, b);
+        jitter_pixels(rgb, size * size, sp_op_od_table(), a, b); /* the od op's -ln table */
+    }
+    if (flips) {
+        dihedral(rgb, size, (unsigned)(u[DRAW_DIHEDRAL] * 8.0));
+    }
+}
+
+sp_status sp_augment_patch(uint8_t *rgb, int64_t size, uint64_t seed, int dihedral_on,
+                           double hed_sigma) {
+    if (!arguments_ok(rgb, size, hed_sigma)) {
+        return SP_E_INVALID_ARG;
+    }
+    augment_one(rgb, size, seed, dihedral_on, hed_sigma);
+    return SP_OK;
+}
+
+typedef struct batch {
+    uint8_t *rgb;
+    int64_t size;
+    const uint64_t *seeds;
+    int dihedral;
+    double sigma;
+} batch;
+
+static void augment_item(void *user, size_t i) {
+    const batch *b = user;
+    size_t patch = (size_t)(b->size * b->size * 3);
+    augment_one(b->rgb + i * patch, b->size, b->seeds[i], b->dihedral, b->sigma);
+}
+
+sp_status sp_augment_patches(uint8_t *rgb, int64_t count, int64_t size, const uint64_t *seeds,
+                             int dihedral_on, double hed_sigma, int threads) {
+    if (count < 0 || (count > 0 && (seeds == NULL || !arguments_ok(rgb, size, hed_sigma)))) {
+        return SP_E_INVALID_ARG;
+    }
+    batch b = {rgb, size, seeds, dihedral_on, hed_sigma};
+    sp_pool_run((size_t)count, threads, augment_item, &b); /* runs everything even on SP_E_NOMEM */
+    return SP_OK;
+}

@@ -1,0 +1,41 @@
+/* slide.h — the slide layer's own calls for the layers above it (engine, cuda, jobs) and for
+ * tests: opening over a byte source, the region painter at a level and DCT scale, prefetch
+ * advice, the sticky error, and two readings of a slide's metadata. The handle's fields are
+ * formats/slide_struct.h; the public calls are in slidepipe.h. */
+#ifndef SP_SLIDE_SLIDE_H
+#define SP_SLIDE_SLIDE_H
+
+#include "formats/slide_struct.h"
+
+/* Open a slide over an already opened byte source (taken over, closed on failure too), or over
+ * the directory `name` when src is NULL; `name` labels messages. sp_slide_open_with is this over
+ * a file or directory; tests and fuzz targets use memory. */
+sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
+                               sp_slide **out, sp_err *err);
+
+/* The region painter behind every region read (region.c): w x h pixels of `level` seen at
+ * 1/scale (scale 1, or one the level's area_scales allows with tiles divisible by it), from
+ * (lx, ly) in those pixels, into dst. Same contract as sp_slide_read_region. A reader that will
+ * ask again for the pixels within `shared` (> 0) of the request's edges (the tile engine: its
+ * neighbouring blocks overlap through their halos) has the tiles there decoded whole and offered
+ * to the cache at once, instead of in part, so that each is decoded once; 0 for other reads. */
+sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void *dst,
+                                   int64_t stride, int32_t level, unsigned scale, int64_t lx,
+                                   int64_t ly, int64_t w, int64_t h, int64_t shared);
+
+/* Announce the tiles of several regions of slide `s` at one level (reqs[0]'s; others are
+ * skipped) that will be read soon, up to SP_PREFETCH_TILES, so that a remote slide sends for
+ * them at once (batched reads, batch.c); returns without waiting for them. Advice only; nothing
+ * when the slide's data is local (or s is NULL). */
+void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_t n);
+
+/* Record a data error on the slide if none is recorded yet (thread-safe). */
+void sp_slide_record_error(sp_slide *slide, const sp_err *err);
+
+/* A positive, finite microns-per-pixel property of the slide (e.g. SP_PROPERTY_MPP_X), or 0. */
+double sp_slide_mpp_property(const sp_slide *slide, const char *key);
+
+/* The slide's file name without folders, or NULL when the slide has no file. */
+const char *sp_slide_file_name(const sp_slide *slide);
+
+#endif
