@@ -255,8 +255,12 @@ static sp_status scan_directory(dicom_slide *ds, const char *dir, const sp_path_
             continue;
         }
         instance *in = NULL;
-        sp_err ignored = {0};
-        if (instance_load(path, NULL, limits, &in, &ignored) == SP_OK) {
+        sp_err why = {0};
+        sp_status loaded = instance_load(path, NULL, limits, &in, &why);
+        if (loaded == SP_E_NOMEM || loaded == SP_E_IO) {
+            /* Not "this file is no instance of ours": the series would open without it. */
+            st = sp_err_set(err, loaded, "%s", why.msg);
+        } else if (loaded == SP_OK) {
             if (series[0] == '\0') {
                 memcpy(series, in->series, UID_MAX);
             }

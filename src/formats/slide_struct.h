@@ -92,7 +92,7 @@ struct sp_slide {
 
     pthread_mutex_t error_lock;
     sp_status sticky;      /* SP_OK until the first data error */
-    char *sticky_message;
+    char sticky_message[SP_ERR_MSG_MAX]; /* no allocation on the error path */
 };
 
 /* Append a level / an associated image (the name is copied). */

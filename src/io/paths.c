@@ -71,7 +71,8 @@ sp_status sp_path_list(const char *dir, size_t max, char ***out, size_t *count, 
         } else if (n == cap) {
             cap = cap ? cap * 2 : 64;
             char **grown = realloc(names, cap * sizeof *grown);
-            st = grown != NULL ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory listing %s", dir);
+            st = grown != NULL ? SP_OK
+                               : sp_err_set(err, SP_E_NOMEM, "out of memory listing %s", dir);
             names = grown != NULL ? grown : names;
         }
         if (st == SP_OK && (names[n] = strdup(e->d_name)) == NULL) {

@@ -226,6 +226,11 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
     }
     if (src != NULL && c.across != NULL && c.ring != NULL) {
         st = SP_OK;
+    } else {
+        sp_err e = {0};
+        sp_err_set(&e, SP_E_NOMEM, "out of memory for a scaled read of %lldx%lld", (long long)w,
+                   (long long)h);
+        sp_slide_record_error(s, &e);
     }
     /* Bands end on tile-row boundaries of the level at 1/scale (sy0 + r counts its rows). */
     for (int64_t r0 = 0; st == SP_OK && r0 < sh;) {

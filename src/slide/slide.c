@@ -179,7 +179,6 @@ void sp_slide_close(sp_slide *s) {
     free(s->levels);
     sp_props_free(&s->props);
     sp_source_close(s->src);
-    free(s->sticky_message);
     pthread_mutex_destroy(&s->error_lock);
     free(s);
 }
@@ -190,7 +189,7 @@ const char *sp_slide_error(const sp_slide *s) {
     }
     sp_slide *m = (sp_slide *)s;
     pthread_mutex_lock(&m->error_lock);
-    const char *msg = m->sticky_message;
+    const char *msg = m->sticky != SP_OK ? m->sticky_message : NULL;
     pthread_mutex_unlock(&m->error_lock);
     return msg;
 }
@@ -207,7 +206,8 @@ void sp_slide_record_error(sp_slide *s, const sp_err *err) {
     pthread_mutex_lock(&s->error_lock);
     if (s->sticky == SP_OK) {
         s->sticky = err->status;
-        s->sticky_message = strdup(err->msg[0] ? err->msg : sp_status_str(err->status));
+        snprintf(s->sticky_message, sizeof s->sticky_message, "%s",
+                 err->msg[0] ? err->msg : sp_status_str(err->status));
     }
     pthread_mutex_unlock(&s->error_lock);
 }

@@ -1395,6 +1395,12 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     st = write_atomic(s, SP_ZARR_COMPLETE, &marker, 1, false, err);
     if (st == SP_OK && !s->remote) {
         st = fsync_dir(s->root, err);
+        if (st != SP_OK) {
+            /* The marker's name may not be on disk: the store must not say it is complete (a
+             * resume writes it again). */
+            sp_err ignored = {0};
+            remove_if_present(s, SP_ZARR_COMPLETE, &ignored);
+        }
     }
     if (st == SP_OK && dataset_hash != NULL) {
         memcpy(dataset_hash, hash, 64);

@@ -463,8 +463,9 @@ static void reduce_band(converter *c, int k) {
 
 /* ---- metadata ---------------------------------------------------------------------------- */
 
-/* The multiscales list; OME-Zarr 0.4 carries "version" inside it, 0.5 in attributes.ome. */
-static cJSON *multiscales_json(const converter *c, bool with_version) {
+/* The multiscales list; OME-Zarr 0.4 carries "version" inside it, 0.5 in attributes.ome. *ok
+ * becomes false when a string could not be added (out of memory), as in slidepipe_json. */
+static cJSON *multiscales_json(const converter *c, bool with_version, bool *ok) {
     cJSON *list = cJSON_CreateArray();
     cJSON *ms = cJSON_CreateObject();
     cJSON_AddItemToArray(list, ms);
@@ -473,7 +474,7 @@ static cJSON *multiscales_json(const converter *c, bool with_version) {
     }
     const char *name = sp_slide_file_name(c->slide);
     if (name != NULL) {
-        sp_json_add_string(ms, "name", name);
+        *ok &= sp_json_add_string(ms, "name", name);
     }
     double mx = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_X);
     double my = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_Y);
@@ -569,18 +570,18 @@ static void associated_path(const char *name, char *out, size_t len) {
     out[o] = '\0';
 }
 
-static cJSON *slidepipe_json(const converter *c) {
+static cJSON *slidepipe_json(const converter *c, bool *ok) {
     const sp_slide *s = c->slide;
     cJSON *sp = cJSON_CreateObject();
     cJSON_AddStringToObject(sp, "version", sp_version());
     cJSON *src = cJSON_AddObjectToObject(sp, "source");
-    sp_json_add_string(src, "format", sp_slide_format(s));
+    *ok &= sp_json_add_string(src, "format", sp_slide_format(s));
     cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
     cJSON_AddNumberToObject(src, "height", (double)c->levels[0].height);
     cJSON *props = cJSON_AddObjectToObject(sp, "properties");
     for (int32_t i = 0; i < sp_slide_property_count(s); i++) {
         const char *key = sp_slide_property_name(s, i);
-        sp_json_add_string(props, key, sp_slide_property_value(s, key));
+        *ok &= sp_json_add_string(props, key, sp_slide_property_value(s, key));
     }
     cJSON *assoc = cJSON_AddObjectToObject(sp, "associated");
     for (int32_t i = 0; i < sp_slide_associated_count(s); i++) {
@@ -592,6 +593,7 @@ static cJSON *slidepipe_json(const converter *c) {
         char *clean = sp_json_utf8_clean(name);
         cJSON *a = clean ? cJSON_AddObjectToObject(assoc, clean) : NULL;
         free(clean);
+        *ok &= a != NULL;
         if (a != NULL) {
             cJSON_AddStringToObject(a, "path", path);
             cJSON_AddNumberToObject(a, "width", (double)w);
@@ -601,8 +603,11 @@ static cJSON *slidepipe_json(const converter *c) {
     return sp;
 }
 
-static sp_status write_json(converter *c, const char *relpath, cJSON *doc, sp_err *err) {
-    char *text = doc ? cJSON_Print(doc) : NULL;
+/* Write `doc` (freed here) as `relpath`; `complete` false (a part could not be built) is out of
+ * memory, never a file with a part missing. */
+static sp_status write_json(converter *c, const char *relpath, cJSON *doc, bool complete,
+                           sp_err *err) {
+    char *text = doc && complete ? cJSON_Print(doc) : NULL;
     cJSON_Delete(doc);
     if (text == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory formatting %s", relpath);
@@ -617,18 +622,19 @@ static sp_status write_group_metadata(converter *c, sp_err *err) {
     if (c->zarr_version == 2) {
         cJSON *g = cJSON_CreateObject();
         cJSON_AddNumberToObject(g, "zarr_format", 2);
-        st = write_json(c, ".zgroup", g, err);
+        st = write_json(c, ".zgroup", g, true, err);
         if (st == SP_OK) {
+            bool ok = true;
             cJSON *attrs = cJSON_CreateObject();
-            cJSON_AddItemToObject(attrs, "multiscales", multiscales_json(c, true));
+            cJSON_AddItemToObject(attrs, "multiscales", multiscales_json(c, true, &ok));
             cJSON_AddItemToObject(attrs, "omero", omero_json());
-            cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c));
-            st = write_json(c, ".zattrs", attrs, err);
+            cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c, &ok));
+            st = write_json(c, ".zattrs", attrs, ok, err);
         }
         if (st == SP_OK && sp_slide_associated_count(c->slide) > 0) {
             cJSON *ag = cJSON_CreateObject();
             cJSON_AddNumberToObject(ag, "zarr_format", 2);
-            st = write_json(c, "associated/.zgroup", ag, err);
+            st = write_json(c, "associated/.zgroup", ag, true, err);
         }
         return st;
     }
@@ -638,16 +644,17 @@ static sp_status write_group_metadata(converter *c, sp_err *err) {
     cJSON *attrs = cJSON_AddObjectToObject(g, "attributes");
     cJSON *ome = cJSON_AddObjectToObject(attrs, "ome");
     cJSON_AddStringToObject(ome, "version", "0.5");
-    cJSON_AddItemToObject(ome, "multiscales", multiscales_json(c, false));
+    bool ok = true;
+    cJSON_AddItemToObject(ome, "multiscales", multiscales_json(c, false, &ok));
     cJSON_AddItemToObject(ome, "omero", omero_json());
-    cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c));
-    st = write_json(c, "zarr.json", g, err);
+    cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c, &ok));
+    st = write_json(c, "zarr.json", g, ok, err);
     if (st == SP_OK && sp_slide_associated_count(c->slide) > 0) {
         cJSON *ag = cJSON_CreateObject();
         cJSON_AddNumberToObject(ag, "zarr_format", 3);
         cJSON_AddStringToObject(ag, "node_type", "group");
         cJSON_AddObjectToObject(ag, "attributes");
-        st = write_json(c, "associated/zarr.json", ag, err);
+        st = write_json(c, "associated/zarr.json", ag, true, err);
     }
     return st;
 }
@@ -658,10 +665,8 @@ static char *options_text(const converter *c, const sp_convert_options *o) {
     cJSON_AddStringToObject(doc, "slidepipe", sp_version());
     cJSON *src = cJSON_AddObjectToObject(doc, "source");
     const char *name = sp_slide_file_name(c->slide);
-    if (name != NULL) {
-        sp_json_add_string(src, "name", name);
-    }
-    sp_json_add_string(src, "format", sp_slide_format(c->slide));
+    bool ok = name == NULL || sp_json_add_string(src, "name", name);
+    ok &= sp_json_add_string(src, "format", sp_slide_format(c->slide));
     cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
     cJSON_AddNumberToObject(src, "height", (double)c->levels[0].height);
     cJSON *opt = cJSON_AddObjectToObject(doc, "options");
@@ -674,7 +679,7 @@ static char *options_text(const converter *c, const sp_convert_options *o) {
     cJSON_AddNumberToObject(opt, "shard", (double)o->value[SP_CONVERT_SHARD]);
     cJSON_AddNumberToObject(opt, "levels", c->n_levels);
     cJSON_AddStringToObject(opt, "layout", c->layout == SP_ZARR_LAYOUT_CYX ? "cyx" : "yxc");
-    char *text = cJSON_Print(doc);
+    char *text = ok ? cJSON_Print(doc) : NULL;
     cJSON_Delete(doc);
     return text;
 }

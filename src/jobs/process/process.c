@@ -173,12 +173,13 @@ static cJSON *stains_json(const sp_stains *st) {
     return o;
 }
 
-static cJSON *slidepipe_json(const process_ctx *p) {
+/* The op and its source; *ok becomes false when a string could not be added (out of memory). */
+static cJSON *slidepipe_json(const process_ctx *p, bool *ok) {
     cJSON *sp = cJSON_CreateObject();
     cJSON_AddStringToObject(sp, "version", sp_version());
     cJSON *op = cJSON_AddObjectToObject(sp, "op");
     cJSON_AddStringToObject(op, "name", p->op->name);
-    sp_json_add_string(op, "spec", p->spec);
+    *ok &= sp_json_add_string(op, "spec", p->spec);
     if (p->op == &sp_op_gaussian) {
         cJSON *params = cJSON_AddObjectToObject(op, "parameters");
         cJSON_AddNumberToObject(params, "sigma", p->params.sigma);
@@ -205,17 +206,20 @@ static cJSON *slidepipe_json(const process_ctx *p) {
     cJSON *src = cJSON_AddObjectToObject(sp, "source");
     const char *name = sp_slide_file_name(p->slide);
     if (name != NULL) {
-        sp_json_add_string(src, "name", name);
+        *ok &= sp_json_add_string(src, "name", name);
     }
-    sp_json_add_string(src, "format", sp_slide_format(p->slide));
+    *ok &= sp_json_add_string(src, "format", sp_slide_format(p->slide));
     cJSON_AddNumberToObject(src, "level", p->level);
     cJSON_AddNumberToObject(src, "width", (double)p->width);
     cJSON_AddNumberToObject(src, "height", (double)p->height);
     return sp;
 }
 
-static sp_status write_json(sp_zarr_store *store, const char *relpath, cJSON *doc, sp_err *err) {
-    char *text = doc ? cJSON_Print(doc) : NULL;
+/* Write `doc` (freed here) as `relpath`; `complete` false (a part could not be built) is out of
+ * memory, never a file with a part missing. */
+static sp_status write_json(sp_zarr_store *store, const char *relpath, cJSON *doc, bool complete,
+                           sp_err *err) {
+    char *text = doc && complete ? cJSON_Print(doc) : NULL;
     cJSON_Delete(doc);
     if (text == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory formatting %s", relpath);
@@ -229,14 +233,15 @@ static sp_status write_group_metadata(const process_ctx *p, sp_zarr_store *store
     if (p->zarr_version == 2) {
         cJSON *g = cJSON_CreateObject();
         cJSON_AddNumberToObject(g, "zarr_format", 2);
-        sp_status st = write_json(store, ".zgroup", g, err);
+        sp_status st = write_json(store, ".zgroup", g, true, err);
         if (st != SP_OK) {
             return st;
         }
+        bool ok = true;
         cJSON *attrs = cJSON_CreateObject();
         cJSON_AddItemToObject(attrs, "multiscales", multiscales_json(p, true));
-        cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(p));
-        return write_json(store, ".zattrs", attrs, err);
+        cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(p, &ok));
+        return write_json(store, ".zattrs", attrs, ok, err);
     }
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "zarr_format", 3);
@@ -244,9 +249,10 @@ static sp_status write_group_metadata(const process_ctx *p, sp_zarr_store *store
     cJSON *attrs = cJSON_AddObjectToObject(g, "attributes");
     cJSON *ome = cJSON_AddObjectToObject(attrs, "ome");
     cJSON_AddStringToObject(ome, "version", "0.5");
+    bool ok = true;
     cJSON_AddItemToObject(ome, "multiscales", multiscales_json(p, false));
-    cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(p));
-    return write_json(store, "zarr.json", g, err);
+    cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(p, &ok));
+    return write_json(store, "zarr.json", g, ok, err);
 }
 
 /* ---- the run ----------------------------------------------------------------------------- */
