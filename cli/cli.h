@@ -31,8 +31,8 @@ bool cli_has_extension(const char *path, const char *ext);
 bool cli_parse_name(const char *text, const char *const *names, int count, int *out);
 
 /* The Zarr codecs' names on the command line, in sp_zarr_codec order. */
-enum { CLI_CODECS = 5 };
-extern const char *const cli_codec_names[CLI_CODECS];
+/* --codec NAME through the library's list into *codec; a usage error (exit 2) otherwise. */
+int cli_parse_codec(const char *usage, const char *text, int64_t *codec);
 
 /* CLI_OK when `level` (0 = the codec's default) suits `codec`, else the usage error naming
  * `option` ("--level", "--codec-level") and the codec's range. */

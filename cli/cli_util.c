@@ -218,20 +218,27 @@ bool cli_parse_name(const char *text, const char *const *names, int count, int *
     return false;
 }
 
-/* In sp_zarr_codec order. */
-const char *const cli_codec_names[CLI_CODECS] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
+int cli_parse_codec(const char *usage, const char *text, int64_t *codec) {
+    sp_zarr_codec c;
+    if (sp_zarr_codec_from_name(text, &c) != SP_OK) {
+        return cli_usage_error(usage, "bad --codec '%s' (zstd, blosc-lz4, blosc-zstd, gzip or none)",
+                               text);
+    }
+    *codec = c;
+    return CLI_OK;
+}
 
 int cli_check_codec_level(const char *usage, int codec, int64_t level, const char *option) {
-    /* Levels per codec: zstd 1..22, blosc and gzip 1..9, none takes none. */
-    static const int64_t max_level[CLI_CODECS] = {22, 9, 9, 9, 0};
-    if (level <= 0 || codec < 0 || codec >= CLI_CODECS || level <= max_level[codec]) {
+    int max = 0;
+    if (level <= 0 || sp_zarr_codec_levels((sp_zarr_codec)codec, NULL, &max, NULL) != SP_OK ||
+        level <= max) {
         return CLI_OK;
     }
-    if (max_level[codec] == 0) {
+    if (max == 0) {
         return cli_usage_error(usage, "--codec none takes no %s", option);
     }
-    return cli_usage_error(usage, "%s %lld is out of range for %s (1..%lld)", option,
-                           (long long)level, cli_codec_names[codec], (long long)max_level[codec]);
+    return cli_usage_error(usage, "%s %lld is out of range for %s (1..%d)", option,
+                           (long long)level, sp_zarr_codec_name((sp_zarr_codec)codec), max);
 }
 
 /* OpenJPEG allocates and frees tile-sized buffers for every JPEG 2000 tile it decodes. Above

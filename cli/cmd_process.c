@@ -59,13 +59,13 @@ int cmd_process(int argc, char **argv) {
             }
             value[SP_PROCESS_FORMAT] = i == 0 ? SP_ZARR_OME_04 : SP_ZARR_OME_05;
             continue;
-        case 'C':
-            if (!cli_parse_name(optarg, cli_codec_names, CLI_CODECS, &i)) {
-                return cli_usage_error(
-                    USAGE, "bad --codec '%s' (zstd, blosc-lz4, blosc-zstd, gzip or none)", optarg);
+        case 'C': {
+            int rc = cli_parse_codec(USAGE, optarg, &value[SP_PROCESS_CODEC]);
+            if (rc != CLI_OK) {
+                return rc;
             }
-            value[SP_PROCESS_CODEC] = i;
             continue;
+        }
         case 'm':
             if (!cli_parse_name(optarg, modes, 2, &i)) {
                 return cli_usage_error(USAGE, "bad --mode '%s' (tiled or global)", optarg);

@@ -48,12 +48,10 @@ int convert_parse_args(int argc, char **argv, const char *prog, convert_args *a)
             continue;
         }
         case 'C': {
-            int i;
-            if (!cli_parse_name(optarg, cli_codec_names, CLI_CODECS, &i)) {
-                return cli_usage_error(
-                    usage, "bad --codec '%s' (zstd, blosc-lz4, blosc-zstd, gzip or none)", optarg);
+            int rc = cli_parse_codec(usage, optarg, &a->value[SP_CONVERT_CODEC]);
+            if (rc != CLI_OK) {
+                return rc;
             }
-            a->value[SP_CONVERT_CODEC] = i;
             continue;
         }
         case 'y': {

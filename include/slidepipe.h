@@ -214,6 +214,15 @@ typedef enum sp_zarr_codec {
     SP_ZARR_CODEC_NONE = 4,
 } sp_zarr_codec;
 
+/* The one list of Zarr chunk codecs, for every front end: the codec's name ("zstd", "blosc-lz4",
+ * "blosc-zstd", "gzip", "none"), or NULL for a value that is no codec. */
+SP_API const char *sp_zarr_codec_name(sp_zarr_codec codec);
+/* The codec called `name` into *codec; SP_E_INVALID_ARG for any other name (or NULL). */
+SP_API sp_status sp_zarr_codec_from_name(const char *name, sp_zarr_codec *codec);
+/* The levels the codec takes: *min..*max (0..0 for "none") and *fallback, what level 0 means.
+ * SP_E_INVALID_ARG for a value that is no codec; any pointer may be NULL. */
+SP_API sp_status sp_zarr_codec_levels(sp_zarr_codec codec, int *min, int *max, int *fallback);
+
 SP_API sp_status sp_convert_options_create(sp_convert_options **out);
 SP_API void sp_convert_options_destroy(sp_convert_options *options);
 /* Set an option; SP_E_INVALID_ARG for an unknown option or a value out of its range. */

@@ -23,7 +23,7 @@ PyObject *raise_status(sp_status st, const char *message);
 int check_open(const core_slide *s);
 
 /* convert, process and verify (_stores.c), and the option ids and values they take, as module
- * constants (CONVERT_CHUNK, CODEC_ZSTD, ...; 0 or -1 with an exception set). */
+ * constants (CONVERT_CHUNK, ..., and CODECS, the codec names; 0 or -1 with an exception set). */
 extern PyMethodDef store_methods[];
 int add_store_constants(PyObject *m);
 

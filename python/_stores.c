@@ -247,11 +247,6 @@ int add_store_constants(PyObject *m) {
         {"OME_ZARR_05", SP_ZARR_OME_05},
         {"LAYOUT_CYX", SP_ZARR_LAYOUT_CYX},
         {"LAYOUT_YXC", SP_ZARR_LAYOUT_YXC},
-        {"CODEC_ZSTD", SP_ZARR_CODEC_ZSTD},
-        {"CODEC_BLOSC_LZ4", SP_ZARR_CODEC_BLOSC_LZ4},
-        {"CODEC_BLOSC_ZSTD", SP_ZARR_CODEC_BLOSC_ZSTD},
-        {"CODEC_GZIP", SP_ZARR_CODEC_GZIP},
-        {"CODEC_NONE", SP_ZARR_CODEC_NONE},
         {"MODE_TILED", SP_PROCESS_TILED},
         {"MODE_GLOBAL", SP_PROCESS_GLOBAL},
         {"DEVICE_CPU", SP_DEVICE_CPU},
@@ -263,6 +258,22 @@ int add_store_constants(PyObject *m) {
         if (PyModule_AddIntConstant(m, k[i].name, k[i].value) != 0) {
             return -1;
         }
+    }
+    /* CODECS: {name: value}, from the library's one list of codecs. */
+    PyObject *codecs = PyDict_New();
+    const char *name;
+    for (int c = 0; codecs != NULL && (name = sp_zarr_codec_name((sp_zarr_codec)c)) != NULL; c++) {
+        PyObject *v = PyLong_FromLong(c);
+        if (v == NULL || PyDict_SetItemString(codecs, name, v) != 0) {
+            Py_XDECREF(v);
+            Py_CLEAR(codecs);
+            break;
+        }
+        Py_DECREF(v);
+    }
+    if (codecs == NULL || PyModule_AddObject(m, "CODECS", codecs) != 0) {
+        Py_XDECREF(codecs);
+        return -1;
     }
     return 0;
 }

@@ -19,8 +19,7 @@ from . import _core
 __all__ = ["convert", "process", "verify", "VerifyResult"]
 
 _FORMATS = {"ome-zarr-0.4": _core.OME_ZARR_04, "ome-zarr-0.5": _core.OME_ZARR_05}
-_CODECS = {"zstd": _core.CODEC_ZSTD, "blosc-lz4": _core.CODEC_BLOSC_LZ4,
-           "blosc-zstd": _core.CODEC_BLOSC_ZSTD, "gzip": _core.CODEC_GZIP, "none": _core.CODEC_NONE}
+_CODECS = _core.CODECS  # name -> value, the library's list
 _LAYOUTS = {"cyx": _core.LAYOUT_CYX, "yxc": _core.LAYOUT_YXC}
 _MODES = {"tiled": _core.MODE_TILED, "global": _core.MODE_GLOBAL}
 _DEVICES = {"cpu": _core.DEVICE_CPU, "cuda": _core.DEVICE_CUDA}

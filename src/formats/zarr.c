@@ -308,17 +308,6 @@ static sp_status find_image_group(const sp_slide *s, const char *root, sp_zarr_g
 
 /* ---- arrays ---- */
 
-static const char *codec_label(sp_zarr_codec c) {
-    switch (c) {
-    case SP_ZARR_CODEC_ZSTD: return "zstd";
-    case SP_ZARR_CODEC_BLOSC_LZ4: return "blosc-lz4";
-    case SP_ZARR_CODEC_BLOSC_ZSTD: return "blosc-zstd";
-    case SP_ZARR_CODEC_GZIP: return "gzip";
-    case SP_ZARR_CODEC_NONE: return "none";
-    }
-    return "unknown";
-}
-
 static void free_array(zarr_array *a) {
     free(a->dir);
     free(a->label);
@@ -918,7 +907,7 @@ static sp_status add_levels(sp_slide *s, zarr_slide *z, const char *group_dir,
             .height = m->shape[a->dim_y],
             .tile_width = tile_side(m->chunk[a->dim_x]),
             .tile_height = tile_side(m->chunk[a->dim_y]),
-            .compression = codec_label(m->codec),
+            .compression = sp_zarr_codec_name(m->codec) ? sp_zarr_codec_name(m->codec) : "unknown",
             .priv = a,
         };
         if (level.width > widest) {

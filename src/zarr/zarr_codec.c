@@ -20,46 +20,73 @@
 #include <libdeflate.h>
 #include <zstd.h>
 
-int sp_zarr_codec_default_level(sp_zarr_codec codec) {
-    switch (codec) {
-    case SP_ZARR_CODEC_ZSTD: return 1; /* see zarr_codec.h */
-    case SP_ZARR_CODEC_BLOSC_LZ4:
-    case SP_ZARR_CODEC_BLOSC_ZSTD: return 5;
-    case SP_ZARR_CODEC_GZIP: return 6;
-    case SP_ZARR_CODEC_NONE: return 0;
-    }
-    return 0;
+/* The codecs, in sp_zarr_codec order: name, levels, and what level 0 means (zstd's 1, see
+ * zarr_codec.h). */
+static const struct {
+    const char *name;
+    int min, max, fallback;
+} CODECS[] = {
+    [SP_ZARR_CODEC_ZSTD] = {"zstd", 1, 22, 1},
+    [SP_ZARR_CODEC_BLOSC_LZ4] = {"blosc-lz4", 1, 9, 5},
+    [SP_ZARR_CODEC_BLOSC_ZSTD] = {"blosc-zstd", 1, 9, 5},
+    [SP_ZARR_CODEC_GZIP] = {"gzip", 1, 9, 6},
+    [SP_ZARR_CODEC_NONE] = {"none", 0, 0, 0},
+};
+enum { N_CODECS = sizeof CODECS / sizeof CODECS[0] };
+
+static bool known(sp_zarr_codec codec) {
+    return (unsigned)codec < N_CODECS;
 }
 
-static const char *codec_name(sp_zarr_codec codec) {
-    switch (codec) {
-    case SP_ZARR_CODEC_ZSTD: return "zstd";
-    case SP_ZARR_CODEC_BLOSC_LZ4: return "blosc-lz4";
-    case SP_ZARR_CODEC_BLOSC_ZSTD: return "blosc-zstd";
-    case SP_ZARR_CODEC_GZIP: return "gzip";
-    case SP_ZARR_CODEC_NONE: return "none";
+const char *sp_zarr_codec_name(sp_zarr_codec codec) {
+    return known(codec) ? CODECS[codec].name : NULL;
+}
+
+sp_status sp_zarr_codec_from_name(const char *name, sp_zarr_codec *codec) {
+    for (unsigned i = 0; name != NULL && i < N_CODECS; i++) {
+        if (strcmp(name, CODECS[i].name) == 0) {
+            *codec = (sp_zarr_codec)i;
+            return SP_OK;
+        }
     }
-    return "unknown";
+    return SP_E_INVALID_ARG;
+}
+
+sp_status sp_zarr_codec_levels(sp_zarr_codec codec, int *min, int *max, int *fallback) {
+    if (!known(codec)) {
+        return SP_E_INVALID_ARG;
+    }
+    if (min != NULL) {
+        *min = CODECS[codec].min;
+    }
+    if (max != NULL) {
+        *max = CODECS[codec].max;
+    }
+    if (fallback != NULL) {
+        *fallback = CODECS[codec].fallback;
+    }
+    return SP_OK;
+}
+
+int sp_zarr_codec_default_level(sp_zarr_codec codec) {
+    return known(codec) ? CODECS[codec].fallback : 0;
 }
 
 /* The level actually used: 0 means the default; out-of-range levels are refused so that the
  * metadata never names a level the encoder silently clamped. */
 static sp_status resolve_level(sp_zarr_codec codec, int level, int *out, sp_err *err) {
-    int lo = 0, hi = 0;
-    switch (codec) {
-    case SP_ZARR_CODEC_ZSTD: lo = 1, hi = 22; break;
-    case SP_ZARR_CODEC_BLOSC_LZ4:
-    case SP_ZARR_CODEC_BLOSC_ZSTD:
-    case SP_ZARR_CODEC_GZIP: lo = 1, hi = 9; break;
-    case SP_ZARR_CODEC_NONE: *out = 0; return SP_OK;
-    default: return sp_err_set(err, SP_E_INVALID_ARG, "unknown Zarr codec %d", (int)codec);
+    if (!known(codec)) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "unknown Zarr codec %d", (int)codec);
     }
-    if (level == 0) {
-        level = sp_zarr_codec_default_level(codec);
+    if (codec == SP_ZARR_CODEC_NONE) { /* takes no level: whatever is asked means none */
+        *out = 0;
+        return SP_OK;
     }
+    int lo = CODECS[codec].min, hi = CODECS[codec].max;
+    level = level == 0 ? CODECS[codec].fallback : level;
     if (level < lo || level > hi) {
         return sp_err_set(err, SP_E_INVALID_ARG, "%s level %d out of range %d..%d",
-                          codec_name(codec), level, lo, hi);
+                          CODECS[codec].name, level, lo, hi);
     }
     *out = level;
     return SP_OK;

@@ -47,7 +47,6 @@
 #define ASSOCIATED_CHUNK 1024
 
 /* The codecs' names, in sp_zarr_codec order (as the CLI spells them). */
-static const char *const CODEC_NAMES[] = {"zstd", "blosc-lz4", "blosc-zstd", "gzip", "none"};
 
 /* ---- options ----------------------------------------------------------------------------- */
 
@@ -104,16 +103,17 @@ static sp_status check_options(const sp_convert_options *o, sp_err *err) {
         return sp_err_set(err, SP_E_INVALID_ARG,
                           "sharding needs Zarr v3: use OME-Zarr 0.5 (SP_ZARR_OME_05)");
     }
-    /* Highest level per codec, in sp_zarr_codec order. */
-    static const int64_t max_level[] = {22, 9, 9, 9, 0};
-    int64_t codec = o->value[SP_CONVERT_CODEC], level = o->value[SP_CONVERT_LEVEL];
-    if (level > max_level[codec]) {
-        if (max_level[codec] == 0) {
+    sp_zarr_codec codec = (sp_zarr_codec)o->value[SP_CONVERT_CODEC];
+    int64_t level = o->value[SP_CONVERT_LEVEL];
+    int max = 0;
+    sp_zarr_codec_levels(codec, NULL, &max, NULL);
+    if (level > max) {
+        if (max == 0) {
             return sp_err_set(err, SP_E_INVALID_ARG, "codec 'none' takes no level");
         }
         return sp_err_set(err, SP_E_INVALID_ARG,
-                          "codec level %lld is out of range for %s (1..%lld)", (long long)level,
-                          CODEC_NAMES[codec], (long long)max_level[codec]);
+                          "codec level %lld is out of range for %s (1..%d)", (long long)level,
+                          sp_zarr_codec_name(codec), max);
     }
     return SP_OK;
 }
@@ -673,7 +673,7 @@ static char *options_text(const converter *c, const sp_convert_options *o) {
     sp_zarr_codec codec = (sp_zarr_codec)o->value[SP_CONVERT_CODEC];
     cJSON_AddStringToObject(opt, "format", c->zarr_version == 3 ? "ome-zarr-0.5" : "ome-zarr-0.4");
     cJSON_AddNumberToObject(opt, "chunk", (double)c->chunk);
-    cJSON_AddStringToObject(opt, "codec", CODEC_NAMES[codec]);
+    cJSON_AddStringToObject(opt, "codec", sp_zarr_codec_name(codec));
     int level = (int)o->value[SP_CONVERT_LEVEL];
     cJSON_AddNumberToObject(opt, "codec_level", level ? level : sp_zarr_codec_default_level(codec));
     cJSON_AddNumberToObject(opt, "shard", (double)o->value[SP_CONVERT_SHARD]);
