@@ -104,26 +104,6 @@ sp_status sp_cuda_op_gaussian(const sp_op_params *params, const sp_op_block *blo
     return SP_E_UNSUPPORTED;
 }
 
-/* The kernels, by the name of the op they implement. */
-static const struct {
-    const char *name;
-    sp_cuda_op_fn fn;
-} KERNELS[] = {
-    {"grey", sp_cuda_op_grey},
-    {"od", sp_cuda_op_od},
-    {"sobel", sp_cuda_op_sobel},
-    {"gaussian", sp_cuda_op_gaussian},
-};
-
-sp_cuda_op_fn sp_cuda_op_kernel(const char *name) {
-    for (size_t i = 0; name != NULL && i < sizeof KERNELS / sizeof KERNELS[0]; i++) {
-        if (strcmp(KERNELS[i].name, name) == 0) {
-            return KERNELS[i].fn;
-        }
-    }
-    return NULL;
-}
-
 sp_status sp_cuda_op_runner_create(const sp_op *op, const sp_op_params *params, int64_t chunk,
                                    sp_cuda_op_runner **out, sp_err *err) {
     *out = NULL;

@@ -3,7 +3,6 @@
  * taken from the CPU ops so both backends use the same numbers; the runner moves one tile's input
  * up and its output planes down around them. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda/cuda_internal.h"
 #include "cuda/cuda_ops.h"
@@ -92,26 +91,6 @@ void sp_cuda_op_runner_destroy(sp_cuda_op_runner *r) {
         sp_cuda_context_destroy(r->ctx);
     }
     free(r);
-}
-
-/* The kernels, by the name of the op they implement. */
-static const struct {
-    const char *name;
-    sp_cuda_op_fn fn;
-} KERNELS[] = {
-    {"grey", sp_cuda_op_grey},
-    {"od", sp_cuda_op_od},
-    {"sobel", sp_cuda_op_sobel},
-    {"gaussian", sp_cuda_op_gaussian},
-};
-
-sp_cuda_op_fn sp_cuda_op_kernel(const char *name) {
-    for (size_t i = 0; name != NULL && i < sizeof KERNELS / sizeof KERNELS[0]; i++) {
-        if (strcmp(KERNELS[i].name, name) == 0) {
-            return KERNELS[i].fn;
-        }
-    }
-    return NULL;
 }
 
 sp_status sp_cuda_op_runner_create(const sp_op *op, const sp_op_params *params, int64_t chunk,
