@@ -86,32 +86,22 @@ int cmd_process(int argc, char **argv) {
             continue;
         case 'l':
             which = SP_PROCESS_LEVEL;
-            lo = 0;
-            hi = 1024;
             what = "level";
             break;
         case 'c':
             which = SP_PROCESS_CHUNK;
-            lo = 16;
-            hi = 4096;
             what = "chunk";
             break;
         case 'L':
             which = SP_PROCESS_CODEC_LEVEL;
-            lo = 1;
-            hi = 22;
             what = "codec-level";
             break;
         case 't':
             which = SP_PROCESS_THREADS;
-            lo = 0;
-            hi = 1024;
             what = "threads";
             break;
         case 'i':
             which = SP_PROCESS_IN_FLIGHT;
-            lo = 0;
-            hi = 4096;
             what = "in-flight";
             break;
         case 'j': json = true; continue;
@@ -119,6 +109,10 @@ int cmd_process(int argc, char **argv) {
         case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
         }
+        /* The library's range; a codec level given is 1 or more (0, the codec's default, is
+         * what leaving the option out means). */
+        sp_process_option_range((sp_process_option)which, NULL, &lo, &hi);
+        lo = which == SP_PROCESS_CODEC_LEVEL ? 1 : lo;
         if (!cli_parse_int(optarg, lo, hi, &value[which])) {
             return cli_usage_error(USAGE, "bad value '%s' for --%s (an integer in %lld..%lld)",
                                    optarg, what, (long long)lo, (long long)hi);

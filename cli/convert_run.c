@@ -62,11 +62,11 @@ int convert_parse_args(int argc, char **argv, const char *prog, convert_args *a)
             a->value[SP_CONVERT_LAYOUT] = i == 0 ? SP_ZARR_LAYOUT_CYX : SP_ZARR_LAYOUT_YXC;
             continue;
         }
-        case 'c': which = SP_CONVERT_CHUNK; lo = 256; hi = 4096; what = "chunk"; break;
-        case 'l': which = SP_CONVERT_LEVEL; lo = 1; hi = 22; what = "level"; break;
-        case 's': which = SP_CONVERT_SHARD; lo = 0; hi = 256; what = "shard"; break;
-        case 'L': which = SP_CONVERT_LEVELS; lo = 0; hi = 64; what = "levels"; break;
-        case 't': which = SP_CONVERT_THREADS; lo = 0; hi = 1024; what = "threads"; break;
+        case 'c': which = SP_CONVERT_CHUNK; what = "chunk"; break;
+        case 'l': which = SP_CONVERT_LEVEL; what = "level"; break;
+        case 's': which = SP_CONVERT_SHARD; what = "shard"; break;
+        case 'L': which = SP_CONVERT_LEVELS; what = "levels"; break;
+        case 't': which = SP_CONVERT_THREADS; what = "threads"; break;
         case 'r': a->value[SP_CONVERT_RESUME] = 1; continue;
         case 'j': a->json = true; continue;
         case 'i': a->list_path = optarg; continue;
@@ -75,6 +75,10 @@ int convert_parse_args(int argc, char **argv, const char *prog, convert_args *a)
         case ':': return cli_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
         }
+        /* The library's range; a level given is 1 or more (0, the codec's default, is what leaving
+         * the option out means). */
+        sp_convert_option_range((sp_convert_option)which, NULL, &lo, &hi);
+        lo = which == SP_CONVERT_LEVEL ? 1 : lo;
         if (!cli_parse_int(optarg, lo, hi, &a->value[which])) {
             return cli_usage_error(usage, "bad value '%s' for --%s (an integer in %lld..%lld)",
                                    optarg, what, (long long)lo, (long long)hi);

@@ -35,20 +35,21 @@ int spectrum_parse_args(int argc, char **argv, const char *prog, spectrum_args *
     char usage[512];
     snprintf(usage, sizeof usage, "%s %s", prog, SPECTRUM_USAGE);
     memset(a, 0, sizeof *a);
-    a->level = 0;
-    a->patch = 256;
-    a->block = 1024;
-    a->threads = 0;
-    /* The integer options: their targets and ranges. */
-    const struct int_option {
+    /* The integer options: their targets, and their defaults and ranges from the library. */
+    struct int_option {
         int opt;
+        sp_spectrum_option which;
         int64_t *target;
         int64_t lo, hi;
         const char *name;
-    } numbers[] = {{'l', &a->level, 0, 1024, "level"},
-                   {'p', &a->patch, 4, 4096, "patch"},
-                   {'b', &a->block, 4, 16384, "block"},
-                   {'t', &a->threads, 0, 1024, "threads"}};
+    } numbers[] = {{'l', SP_SPECTRUM_LEVEL, &a->level, 0, 0, "level"},
+                   {'p', SP_SPECTRUM_PATCH, &a->patch, 0, 0, "patch"},
+                   {'b', SP_SPECTRUM_BLOCK, &a->block, 0, 0, "block"},
+                   {'t', SP_SPECTRUM_THREADS, &a->threads, 0, 0, "threads"}};
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        sp_spectrum_option_range(numbers[i].which, numbers[i].target, &numbers[i].lo,
+                                 &numbers[i].hi);
+    }
     opterr = 0;
     optind = 1;
     int c;

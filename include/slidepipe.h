@@ -228,6 +228,11 @@ SP_API void sp_convert_options_destroy(sp_convert_options *options);
 /* Set an option; SP_E_INVALID_ARG for an unknown option or a value out of its range. */
 SP_API sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_option option,
                                         int64_t value);
+/* An option's default (*def) and valid range (*lo..*hi), the one place front ends read them;
+ * any pointer may be NULL. SP_E_INVALID_ARG for an unknown option. (The same for process and
+ * spectrum options below.) */
+SP_API sp_status sp_convert_option_range(sp_convert_option option, int64_t *def, int64_t *lo,
+                                         int64_t *hi);
 
 /* Called from the converting thread as chunks complete: `done` of `total` level-0 chunks. */
 typedef void (*sp_progress_fn)(void *user, int64_t done, int64_t total);
@@ -309,6 +314,8 @@ SP_API void sp_process_options_destroy(sp_process_options *options);
 /* Set an option; SP_E_INVALID_ARG for an unknown option or a value out of its range. */
 SP_API sp_status sp_process_options_set(sp_process_options *options, sp_process_option option,
                                         int64_t value);
+SP_API sp_status sp_process_option_range(sp_process_option option, int64_t *def, int64_t *lo,
+                                         int64_t *hi);
 
 /* Check an op spec without running it: "grey", "od", "sobel", "gaussian:SIGMA" or "macenko"
  * (docs/ops.md defines each). SP_E_INVALID_ARG with a message in `err` for anything else. */
@@ -460,6 +467,8 @@ SP_API void sp_spectrum_options_destroy(sp_spectrum_options *options);
  * is checked against the patch by sp_spectrum_compute, since either may be set first). */
 SP_API sp_status sp_spectrum_options_set(sp_spectrum_options *options, sp_spectrum_option option,
                                          int64_t value);
+SP_API sp_status sp_spectrum_option_range(sp_spectrum_option option, int64_t *def, int64_t *lo,
+                                          int64_t *hi);
 /* An option's current value, or -1 for an unknown option. */
 SP_API int64_t sp_spectrum_options_get(const sp_spectrum_options *options,
                                        sp_spectrum_option option);

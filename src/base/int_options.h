@@ -17,4 +17,9 @@ void sp_int_options_reset(const sp_int_option *table, int n, int64_t *values);
 /* Whether `option` is one of the n and `value` lies in its range. */
 bool sp_int_option_ok(const sp_int_option *table, int n, int option, int64_t value);
 
+/* Option `option`'s default and range into the pointers that are not NULL; false when it is not
+ * one of the n. */
+bool sp_int_option_range(const sp_int_option *table, int n, int option, int64_t *def, int64_t *lo,
+                         int64_t *hi);
+
 #endif

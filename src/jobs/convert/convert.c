@@ -82,6 +82,10 @@ sp_status sp_convert_options_create(sp_convert_options **out) {
     return SP_OK;
 }
 
+sp_status sp_convert_option_range(sp_convert_option option, int64_t *def, int64_t *lo, int64_t *hi) {
+    return sp_int_option_range(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, option, def, lo, hi) ? SP_OK : SP_E_INVALID_ARG;
+}
+
 void sp_convert_options_destroy(sp_convert_options *options) {
     free(options);
 }

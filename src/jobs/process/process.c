@@ -66,6 +66,10 @@ sp_status sp_process_options_create(sp_process_options **out) {
     return SP_OK;
 }
 
+sp_status sp_process_option_range(sp_process_option option, int64_t *def, int64_t *lo, int64_t *hi) {
+    return sp_int_option_range(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, option, def, lo, hi) ? SP_OK : SP_E_INVALID_ARG;
+}
+
 void sp_process_options_destroy(sp_process_options *options) {
     free(options);
 }

@@ -27,6 +27,10 @@ sp_status sp_spectrum_options_create(sp_spectrum_options **out) {
     return SP_OK;
 }
 
+sp_status sp_spectrum_option_range(sp_spectrum_option option, int64_t *def, int64_t *lo, int64_t *hi) {
+    return sp_int_option_range(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT, option, def, lo, hi) ? SP_OK : SP_E_INVALID_ARG;
+}
+
 void sp_spectrum_options_destroy(sp_spectrum_options *options) {
     free(options);
 }
