@@ -215,7 +215,7 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
     int64_t sw = c.cols ? c.cols[w - 1].first + c.cols[w - 1].n : 0;
     int64_t sh = c.rows ? c.rows[h - 1].first + c.rows[h - 1].n : 0;
     int64_t tile_h = l->tile_height / scale;
-    int64_t band = c.rows ? band_rows(tile_h, sw) : 0;
+    int64_t band = c.cols && c.rows ? band_rows(tile_h, sw) : 0;
     uint8_t *src = NULL;
     sp_status st = SP_E_NOMEM;
     if (c.cols && c.rows) {
