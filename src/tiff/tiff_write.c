@@ -1,18 +1,15 @@
 /* tiff_write.c — the streaming TIFF / BigTIFF writer (see tiff_write.h).
  *
- * Bytes go through one buffer to a descriptor, so the file's size is always known and chunk
- * offsets are handed out without seeking. Values are encoded byte by byte in little-endian order,
- * which keeps the output identical on any host.
+ * Bytes go through one buffer to an atomic file target (io/file_target.c), so the file's size is
+ * always known and chunk offsets are handed out without seeking. Values are encoded byte by byte
+ * in little-endian order, which keeps the output identical on any host.
  */
 #include "tiff/tiff_write.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "io/file_target.h"
 
 #define TW_BUF_SIZE (1u << 20)
 #define TW_ALIGN 8 /* directories and out-of-line values start on this boundary */
@@ -30,10 +27,8 @@ typedef struct tw_dir {
 } tw_dir;
 
 struct sp_tiff_writer {
-    int fd;
+    sp_file_target *out;
     bool bigtiff;
-    char *path;
-    char *tmp_path;
     uint64_t size; /* bytes in the file, counting those still buffered */
     uint8_t *buf;
     size_t buf_len;
@@ -76,18 +71,7 @@ static size_t tw_type_size(uint16_t type) {
 }
 
 static sp_status tw_write_all(sp_tiff_writer *w, const uint8_t *p, size_t len, sp_err *err) {
-    while (len > 0) {
-        ssize_t n = write(w->fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return sp_err_set(err, SP_E_IO, "write failed: %s", strerror(errno));
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return SP_OK;
+    return sp_file_target_append(w->out, p, len, err);
 }
 
 static sp_status tw_flush(sp_tiff_writer *w, sp_err *err) {
@@ -132,34 +116,12 @@ static sp_status tw_pad(sp_tiff_writer *w, sp_err *err) {
     return tw_append(w, zeros, pad, err);
 }
 
-/* The mode a plain open(..., 0666) would give: mkstemp makes files private (0600), but the
- * finished slide should be as readable as any other file the user creates. umask() cannot be read
- * without changing it, which races with other threads, so Linux's status file is asked. */
-static mode_t tw_file_mode(void) {
-    mode_t mask = 022;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f != NULL) {
-        char line[256];
-        while (fgets(line, sizeof line, f) != NULL) {
-            unsigned int m;
-            if (sscanf(line, "Umask: %o", &m) == 1) {
-                mask = (mode_t)(m & 0777);
-                break;
-            }
-        }
-        fclose(f);
-    }
-    return (mode_t)(0666 & ~mask);
-}
-
 static void tw_free(sp_tiff_writer *w) {
     for (size_t i = 0; i < w->ndirs; i++) {
         free(w->dirs[i].entries);
     }
     free(w->dirs);
     free(w->buf);
-    free(w->tmp_path);
-    free(w->path);
     free(w);
 }
 
@@ -167,10 +129,7 @@ void sp_tiff_writer_abort(sp_tiff_writer *w) {
     if (w == NULL) {
         return;
     }
-    if (w->fd >= 0) {
-        close(w->fd);
-        unlink(w->tmp_path);
-    }
+    sp_file_target_abort(w->out);
     tw_free(w);
 }
 
@@ -183,27 +142,17 @@ sp_status sp_tiff_writer_create(const char *path, bool bigtiff, sp_tiff_writer *
     if (w == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory starting a TIFF writer");
     }
-    w->fd = -1;
     w->bigtiff = bigtiff;
-    size_t plen = strlen(path);
-    w->path = malloc(plen + 1);
-    w->tmp_path = malloc(plen + sizeof ".tmp-XXXXXX");
     w->buf = malloc(TW_BUF_SIZE);
-    if (w->path == NULL || w->tmp_path == NULL || w->buf == NULL) {
+    if (w->buf == NULL) {
         tw_free(w);
         return sp_err_set(err, SP_E_NOMEM, "out of memory starting a TIFF writer");
     }
-    memcpy(w->path, path, plen + 1);
-    memcpy(w->tmp_path, path, plen);
-    memcpy(w->tmp_path + plen, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-    w->fd = mkstemp(w->tmp_path);
-    if (w->fd < 0) {
-        sp_status st = sp_err_set(err, SP_E_IO, "cannot create a temporary file for %s: %s", path,
-                                  strerror(errno));
+    sp_status opened = sp_file_target_open(path, &w->out, err);
+    if (opened != SP_OK) {
         tw_free(w);
-        return st;
+        return opened;
     }
-    (void)fchmod(w->fd, tw_file_mode()); /* a failure only leaves the file private */
 
     /* The first directory's offset is left zero here and patched in by finish. */
     uint8_t header[16] = {'I', 'I'};
@@ -441,35 +390,6 @@ static sp_status tw_write_directories(sp_tiff_writer *w, uint64_t *first, sp_err
     return st;
 }
 
-static sp_status tw_pwrite_all(int fd, const uint8_t *p, size_t len, off_t at, sp_err *err) {
-    while (len > 0) {
-        ssize_t n = pwrite(fd, p, len, at);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return sp_err_set(err, SP_E_IO, "write failed: %s", strerror(errno));
-        }
-        p += n;
-        len -= (size_t)n;
-        at += n;
-    }
-    return SP_OK;
-}
-
-/* Make the rename itself durable; a failure here loses nothing already written, so it is not
- * reported. */
-static void tw_sync_parent(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash == NULL ? NULL : strndup(path, slash == path ? 1 : (size_t)(slash - path));
-    int fd = open(dir != NULL ? dir : ".", O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 sp_status sp_tiff_writer_finish(sp_tiff_writer *w, sp_err *err) {
     if (w->ndirs == 0) {
         sp_status st = sp_err_set(err, SP_E_INVALID_ARG, "a TIFF file needs a directory");
@@ -485,32 +405,18 @@ sp_status sp_tiff_writer_finish(sp_tiff_writer *w, sp_err *err) {
         uint8_t rec[8];
         if (w->bigtiff) {
             tw_put64(rec, first);
-            st = tw_pwrite_all(w->fd, rec, 8, 8, err);
+            st = sp_file_target_write_at(w->out, 8, rec, 8, err);
         } else {
             tw_put32(rec, (uint32_t)first);
-            st = tw_pwrite_all(w->fd, rec, 4, 4, err);
+            st = sp_file_target_write_at(w->out, 4, rec, 4, err);
         }
-    }
-    if (st == SP_OK && fsync(w->fd) != 0) {
-        st = sp_err_set(err, SP_E_IO, "write failed: %s", strerror(errno));
     }
     if (st != SP_OK) {
         sp_tiff_writer_abort(w);
         return st;
     }
-    int fd = w->fd;
-    w->fd = -1;
-    if (close(fd) != 0) {
-        st = sp_err_set(err, SP_E_IO, "write failed: %s", strerror(errno));
-    } else if (rename(w->tmp_path, w->path) != 0) {
-        st = sp_err_set(err, SP_E_IO, "cannot rename %s to %s: %s", w->tmp_path, w->path,
-                        strerror(errno));
-    }
-    if (st != SP_OK) {
-        unlink(w->tmp_path);
-    } else {
-        tw_sync_parent(w->path);
-    }
+    st = sp_file_target_commit(w->out, err);
+    w->out = NULL;
     tw_free(w);
     return st;
 }

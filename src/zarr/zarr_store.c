@@ -45,6 +45,7 @@
 
 #include "base/limits.h"
 #include "io/durable_renames.h"
+#include "io/file_target.h"
 #include "io/s3.h"
 #include "io/source.h"
 #include "io/store.h"
@@ -600,25 +601,6 @@ static sp_status sweep_tmp(int dirfd, const char *where, int depth, sp_err *err)
     return st;
 }
 
-/* The mode new files get: 0666 less the process umask, read without changing it (calling
- * umask() would race with other threads creating files). */
-static mode_t file_mode(void) {
-    mode_t mask = 022;
-    FILE *f = fopen("/proc/self/status", "re");
-    if (f != NULL) {
-        char line[256];
-        while (fgets(line, sizeof line, f) != NULL) {
-            unsigned m;
-            if (sscanf(line, "Umask: %o", &m) == 1) {
-                mask = (mode_t)m;
-                break;
-            }
-        }
-        fclose(f);
-    }
-    return (mode_t)0666 & ~mask;
-}
-
 static sp_status mkdir_p(char *path, sp_err *err) {
     for (char *c = path + 1;; c++) {
         if (*c != '/' && *c != '\0') {
@@ -775,7 +757,7 @@ sp_status sp_zarr_store_open(const char *path, bool resume, sp_zarr_store **out,
         s->root[n - 1] = '\0';
     }
     s->resume = resume;
-    s->file_mode = file_mode();
+    s->file_mode = (mode_t)sp_file_default_mode();
     if (sp_store_is_remote(s->root)) {
         st = open_remote(s, err);
         if (st != SP_OK) {

@@ -36,7 +36,6 @@ RANKS = {
 RAW_IO_PENDING = {
     "zarr/zarr_store.c": "writes chunks and metadata atomically with POSIX calls (temp, fsync, "
     "rename), lists and removes a store's files",
-    "tiff/tiff_write.c": "writes a TIFF atomically with POSIX calls (temp, pwrite, fsync, rename)",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

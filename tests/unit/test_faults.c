@@ -11,11 +11,14 @@
  *   in the same pixels as a run without faults; never a crash;
  * - converting a slide to OME-Zarr: each failed run must end in a clean error and leave no
  *   completion marker (nothing torn: a store that says it is complete is), and --resume without
- *   faults must then finish it with the clean run's dataset hash and a clean verify.
+ *   faults must then finish it with the clean run's dataset hash and a clean verify;
+ * - writing the synthetic slide (the TIFF writer): each failed run must end in a clean error
+ *   with no file at the destination and no temporary file beside it.
  * Leaks are ASan's to find: this test runs under ASan+UBSan in `make test`. The counts are
  * printed ("faults: ..."), for docs/testing.md.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -355,6 +358,53 @@ static void sweep_convert(const char *slide_path, const char *work, int kind,
            kind_name, resumed);
 }
 
+/* ---- writing a TIFF ------------------------------------------------------------------------ */
+
+/* Entries in `dir` (the scratch folder, which holds nothing else while this runs). */
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
+static void sweep_synth(const char *work, int kind, const char *kind_name) {
+    char out[4200], msg[512];
+    snprintf(out, sizeof out, "%s/synth.tif", work);
+    tally t = {0};
+    for (long n = 1;; n++) {
+        msg[0] = '\0';
+        arm(kind, n);
+        sp_status st = sp_synth_write(out, 512, 7, msg, sizeof msg);
+        bool hit = disarm();
+        bool exists = access(out, F_OK) == 0;
+        if (!hit) {
+            CHECK(st == SP_OK && exists);
+            remove(out);
+            break;
+        }
+        t.failed++;
+        int left = count_files(work) - (exists ? 1 : 0);
+        bool clean = st != SP_OK && msg[0] != '\0' && !exists && left == 0;
+        t.clean += clean;
+        t.recovered += st == SP_OK && exists && left == 0;
+        t.wrong += st == SP_OK ? !exists : !clean;
+        t.torn += st != SP_OK && exists;
+        if (!clean && st != SP_OK) {
+            fprintf(stderr, "synth: %s call %ld: status %d, message '%s', file %s, %d left\n",
+                    kind_name, n, st, msg, exists ? "there" : "absent", left);
+        }
+        remove(out);
+    }
+    CHECK(t.wrong == 0 && t.torn == 0 && t.failed > 0);
+    report("sp_synth_write 512", kind_name, &t);
+}
+
 /* ---- the sweeps ---------------------------------------------------------------------------- */
 
 void unit_run(void) {
@@ -384,5 +434,7 @@ void unit_run(void) {
     snprintf(path, sizeof path, "%s/generic-tiff/boxes.tiff", data);
     sweep_convert(path, work, KIND_FILE, "file calls");
     sweep_convert(path, work, KIND_ALLOC, "allocations");
+    sweep_synth(work, KIND_FILE, "file calls");
+    sweep_synth(work, KIND_ALLOC, "allocations");
     remove_tree(work);
 }
