@@ -100,3 +100,17 @@ def test_level_without_its_restart_markers_fails_cleanly(ndpi, tmp_path, run):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
     assert str(path) in lines[0] and "restart intervals found" in lines[0], lines[0]
+
+
+def test_properties_equal_openslides(ndpi, sp):
+    """Every vendor and TIFF property OpenSlide 4 reports, by name and value, byte for byte (the
+    oracle test checks the facts; this checks the hamamatsu.* and tiff.* keys)."""
+    openslide = pytest.importorskip("openslide", reason="openslide-python is the oracle")
+    with openslide.OpenSlide(str(ndpi)) as slide:
+        want = {k: v for k, v in slide.properties.items() if not k.startswith("openslide.")}
+    got = {k: v for k, v in sp.info(ndpi)["properties"].items() if not k.startswith("slidepipe.")}
+    assert len(want) > 50, f"OpenSlide reports only {len(want)} properties"
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    differ = sorted(k for k in set(want) & set(got) if want[k] != got[k])
+    assert not (missing or extra or differ), f"missing {missing}, extra {extra}, differing {differ}"
