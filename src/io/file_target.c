@@ -11,6 +11,7 @@
 
 struct sp_file_target {
     int fd;
+    uint64_t size; /* bytes appended so far */
     char *path, *tmp_path;
 };
 
@@ -77,24 +78,8 @@ sp_status sp_file_target_open(const char *path, sp_file_target **out, sp_err *er
     return SP_OK;
 }
 
-sp_status sp_file_target_append(sp_file_target *t, const void *data, size_t len, sp_err *err) {
-    const uint8_t *p = data;
-    while (len > 0) {
-        ssize_t n = write(t->fd, p, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            return sp_err_set(err, SP_E_IO, "write failed: %s", strerror(errno));
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return SP_OK;
-}
-
-sp_status sp_file_target_write_at(sp_file_target *t, uint64_t offset, const void *data, size_t len,
-                                  sp_err *err) {
+sp_status sp_file_target_write_at(sp_file_target *t, uint64_t offset, const void *data,
+                                  size_t len, sp_err *err) {
     const uint8_t *p = data;
     while (len > 0) {
         ssize_t n = pwrite(t->fd, p, len, (off_t)offset);
@@ -109,6 +94,12 @@ sp_status sp_file_target_write_at(sp_file_target *t, uint64_t offset, const void
         offset += (uint64_t)n;
     }
     return SP_OK;
+}
+
+sp_status sp_file_target_append(sp_file_target *t, const void *data, size_t len, sp_err *err) {
+    sp_status st = sp_file_target_write_at(t, t->size, data, len, err);
+    t->size += st == SP_OK ? len : 0;
+    return st;
 }
 
 /* Make the rename itself durable; a failure here loses nothing already written, so it is not
