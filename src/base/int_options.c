@@ -2,6 +2,7 @@
 #include "base/int_options.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 void sp_int_options_reset(const sp_int_option *table, int n, int64_t *values) {
     for (int i = 0; i < n; i++) {
@@ -28,4 +29,21 @@ bool sp_int_option_range(const sp_int_option *table, int n, int option, int64_t 
         *hi = table[option].hi;
     }
     return true;
+}
+
+int64_t *sp_int_options_new(const sp_int_option *table, int n) {
+    int64_t *values = malloc((size_t)n * sizeof *values);
+    if (values != NULL) {
+        sp_int_options_reset(table, n, values);
+    }
+    return values;
+}
+
+sp_status sp_int_options_set(const sp_int_option *table, int n, int64_t *values, int option,
+                             int64_t value) {
+    if (values == NULL || !sp_int_option_ok(table, n, option, value)) {
+        return SP_E_INVALID_ARG;
+    }
+    values[option] = value;
+    return SP_OK;
 }

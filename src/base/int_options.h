@@ -7,12 +7,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/err.h"
+
 typedef struct sp_int_option {
     int64_t def, lo, hi;
 } sp_int_option;
 
 /* values[i] = table[i].def for the n options. */
 void sp_int_options_reset(const sp_int_option *table, int n, int64_t *values);
+
+/* A new array of the n options at their defaults (free() frees it), or NULL when out of memory.
+ * Each public options object is a struct holding just this array. */
+int64_t *sp_int_options_new(const sp_int_option *table, int n);
+
+/* values[option] = value; SP_E_INVALID_ARG when values is NULL, the option is not one of the n
+ * or the value is out of its range. */
+sp_status sp_int_options_set(const sp_int_option *table, int n, int64_t *values, int option,
+                             int64_t value);
 
 /* Whether `option` is one of the n and `value` lies in its range. */
 bool sp_int_option_ok(const sp_int_option *table, int n, int option, int64_t value);

@@ -74,16 +74,16 @@ sp_status sp_convert_options_create(sp_convert_options **out) {
     if (out == NULL) {
         return SP_E_INVALID_ARG;
     }
-    *out = malloc(sizeof **out);
-    if (*out == NULL) {
-        return SP_E_NOMEM;
-    }
-    sp_int_options_reset(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, (*out)->value);
-    return SP_OK;
+    /* the struct is just that array */
+    *out = (sp_convert_options *)sp_int_options_new(CONVERT_OPTIONS, CONVERT_OPTION_COUNT);
+    return *out != NULL ? SP_OK : SP_E_NOMEM;
 }
 
-sp_status sp_convert_option_range(sp_convert_option option, int64_t *def, int64_t *lo, int64_t *hi) {
-    return sp_int_option_range(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, option, def, lo, hi) ? SP_OK : SP_E_INVALID_ARG;
+sp_status sp_convert_option_range(sp_convert_option option, int64_t *def, int64_t *lo,
+                                  int64_t *hi) {
+    return sp_int_option_range(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, option, def, lo, hi)
+               ? SP_OK
+               : SP_E_INVALID_ARG;
 }
 
 void sp_convert_options_destroy(sp_convert_options *options) {
@@ -92,12 +92,8 @@ void sp_convert_options_destroy(sp_convert_options *options) {
 
 sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_option option,
                                  int64_t value) {
-    if (options == NULL ||
-        !sp_int_option_ok(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, option, value)) {
-        return SP_E_INVALID_ARG;
-    }
-    options->value[option] = value;
-    return SP_OK;
+    return sp_int_options_set(CONVERT_OPTIONS, CONVERT_OPTION_COUNT,
+                              options ? options->value : NULL, option, value);
 }
 
 /* Checks that involve more than one option, and the codec level's range, which depends on the

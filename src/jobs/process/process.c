@@ -58,16 +58,16 @@ sp_status sp_process_options_create(sp_process_options **out) {
     if (out == NULL) {
         return SP_E_INVALID_ARG;
     }
-    *out = malloc(sizeof **out);
-    if (*out == NULL) {
-        return SP_E_NOMEM;
-    }
-    sp_int_options_reset(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, (*out)->value);
-    return SP_OK;
+    /* the struct is just that array */
+    *out = (sp_process_options *)sp_int_options_new(PROCESS_OPTIONS, PROCESS_OPTION_COUNT);
+    return *out != NULL ? SP_OK : SP_E_NOMEM;
 }
 
-sp_status sp_process_option_range(sp_process_option option, int64_t *def, int64_t *lo, int64_t *hi) {
-    return sp_int_option_range(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, option, def, lo, hi) ? SP_OK : SP_E_INVALID_ARG;
+sp_status sp_process_option_range(sp_process_option option, int64_t *def, int64_t *lo,
+                                  int64_t *hi) {
+    return sp_int_option_range(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, option, def, lo, hi)
+               ? SP_OK
+               : SP_E_INVALID_ARG;
 }
 
 void sp_process_options_destroy(sp_process_options *options) {
@@ -76,12 +76,8 @@ void sp_process_options_destroy(sp_process_options *options) {
 
 sp_status sp_process_options_set(sp_process_options *options, sp_process_option option,
                                  int64_t value) {
-    if (options == NULL ||
-        !sp_int_option_ok(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, option, value)) {
-        return SP_E_INVALID_ARG;
-    }
-    options->value[option] = value;
-    return SP_OK;
+    return sp_int_options_set(PROCESS_OPTIONS, PROCESS_OPTION_COUNT,
+                              options ? options->value : NULL, option, value);
 }
 
 sp_status sp_op_check(const char *op_spec, char *errbuf, size_t err_len) {

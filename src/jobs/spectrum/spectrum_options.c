@@ -19,16 +19,16 @@ sp_status sp_spectrum_options_create(sp_spectrum_options **out) {
     if (out == NULL) {
         return SP_E_INVALID_ARG;
     }
-    *out = malloc(sizeof **out);
-    if (*out == NULL) {
-        return SP_E_NOMEM;
-    }
-    sp_int_options_reset(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT, (*out)->value);
-    return SP_OK;
+    /* the struct is just that array */
+    *out = (sp_spectrum_options *)sp_int_options_new(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT);
+    return *out != NULL ? SP_OK : SP_E_NOMEM;
 }
 
-sp_status sp_spectrum_option_range(sp_spectrum_option option, int64_t *def, int64_t *lo, int64_t *hi) {
-    return sp_int_option_range(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT, option, def, lo, hi) ? SP_OK : SP_E_INVALID_ARG;
+sp_status sp_spectrum_option_range(sp_spectrum_option option, int64_t *def, int64_t *lo,
+                                   int64_t *hi) {
+    return sp_int_option_range(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT, option, def, lo, hi)
+               ? SP_OK
+               : SP_E_INVALID_ARG;
 }
 
 void sp_spectrum_options_destroy(sp_spectrum_options *options) {
@@ -37,12 +37,8 @@ void sp_spectrum_options_destroy(sp_spectrum_options *options) {
 
 sp_status sp_spectrum_options_set(sp_spectrum_options *options, sp_spectrum_option option,
                                   int64_t value) {
-    if (options == NULL ||
-        !sp_int_option_ok(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT, option, value)) {
-        return SP_E_INVALID_ARG;
-    }
-    options->value[option] = value;
-    return SP_OK;
+    return sp_int_options_set(SPECTRUM_OPTIONS, SP_SPECTRUM_OPTION_COUNT,
+                              options ? options->value : NULL, option, value);
 }
 
 int64_t sp_spectrum_options_get(const sp_spectrum_options *options, sp_spectrum_option option) {
