@@ -41,9 +41,7 @@ static sp_status duplicate_number(sp_slide *s, const char *from, const char *to,
     if (end == v || *trim(end) != '\0') {
         return SP_OK;
     }
-    char buf[64];
-    sp_format_double(d, buf, sizeof buf);
-    return sp_props_set(&s->props, to, buf, err);
+    return sp_slide_set_number(s, to, d, err);
 }
 
 static sp_status add_description_properties(sp_slide *s, const char *desc, sp_err *err) {

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "base/fill.h"
-#include "base/numbers.h"
 #include "codecs/codec.h"
 #include "formats/tiff_slide.h"
 
@@ -398,12 +397,6 @@ static const sp_slide_ops ndpi_ops = {ndpi_read_tile,   ndpi_read_associated, nd
 
 /* ---- properties ------------------------------------------------------------------------- */
 
-static sp_status set_number(sp_slide *s, const char *key, double v, sp_err *err) {
-    char buf[64];
-    sp_format_double(v, buf, sizeof buf);
-    return sp_props_set(&s->props, key, buf, err);
-}
-
 /* The key=value lines (ended by CR LF) of tag 65449 as hamamatsu.KEY, split at the first '='
  * and kept as they are (OpenSlide's keys and values, byte for byte); lines without '=' are
  * skipped. */
@@ -437,10 +430,10 @@ static sp_status add_properties(sp_slide *s, const sp_tiff_dir *d0, double lens,
     const sp_tiff *t = s->container;
     sp_status st = sp_tiff_slide_add_properties(s, d0, true, err);
     if (st == SP_OK) {
-        st = set_number(s, "hamamatsu.SourceLens", lens, err);
+        st = sp_slide_set_number(s, "hamamatsu.SourceLens", lens, err);
     }
     if (st == SP_OK) {
-        st = set_number(s, SP_PROPERTY_OBJECTIVE_POWER, lens, err);
+        st = sp_slide_set_number(s, SP_PROPERTY_OBJECTIVE_POWER, lens, err);
     }
     static const struct {
         uint16_t tag;
@@ -450,7 +443,7 @@ static sp_status add_properties(sp_slide *s, const sp_tiff_dir *d0, double lens,
     for (size_t i = 0; st == SP_OK && i < sizeof offsets / sizeof offsets[0]; i++) {
         double v;
         if (sp_tiff_entry_double(t, sp_tiff_find(d0, offsets[i].tag), 0, &v)) {
-            st = set_number(s, offsets[i].key, v, err);
+            st = sp_slide_set_number(s, offsets[i].key, v, err);
         }
     }
     const char *map = sp_tiff_entry_string(sp_tiff_find(d0, NDPI_TAG_PROPERTY_MAP));

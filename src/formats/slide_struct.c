@@ -61,3 +61,9 @@ void sp_slide_finish_levels(sp_slide *s) {
         qsort(s->associated, (size_t)s->n_associated, sizeof *s->associated, assoc_cmp);
     }
 }
+
+sp_status sp_slide_set_number(sp_slide *s, const char *key, double v, sp_err *err) {
+    char buf[64];
+    sp_format_double(v, buf, sizeof buf);
+    return sp_props_set(&s->props, key, buf, err);
+}

@@ -100,6 +100,9 @@ sp_status sp_slide_add_level(sp_slide *slide, const sp_level *level, sp_err *err
 sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t width,
                                   int64_t height, const void *priv, sp_err *err);
 
+/* Set property `key` to the number v, written as the shortest text that reads back as v. */
+sp_status sp_slide_set_number(sp_slide *slide, const char *key, double v, sp_err *err);
+
 /* Sort levels by width, largest first, and set each downsample as OpenSlide does. */
 void sp_slide_finish_levels(sp_slide *slide);
 

@@ -95,12 +95,6 @@ static sp_status add_string_tag(sp_slide *s, const sp_tiff_dir *d, uint16_t tag,
     return v ? sp_props_set(&s->props, key, v, err) : SP_OK;
 }
 
-static sp_status add_double_prop(sp_slide *s, const char *key, double v, sp_err *err) {
-    char buf[64];
-    sp_format_double(v, buf, sizeof buf);
-    return sp_props_set(&s->props, key, buf, err);
-}
-
 sp_status sp_tiff_slide_add_properties(sp_slide *s, const sp_tiff_dir *d, bool mpp_from_resolution,
                                        sp_err *err) {
     static const struct {
@@ -125,10 +119,10 @@ sp_status sp_tiff_slide_add_properties(sp_slide *s, const sp_tiff_dir *d, bool m
     bool has_x = sp_tiff_entry_double(t, sp_tiff_find(d, SP_TAG_X_RESOLUTION), 0, &xres);
     bool has_y = sp_tiff_entry_double(t, sp_tiff_find(d, SP_TAG_Y_RESOLUTION), 0, &yres);
     if (st == SP_OK && has_x) {
-        st = add_double_prop(s, "tiff.XResolution", xres, err);
+        st = sp_slide_set_number(s, "tiff.XResolution", xres, err);
     }
     if (st == SP_OK && has_y) {
-        st = add_double_prop(s, "tiff.YResolution", yres, err);
+        st = sp_slide_set_number(s, "tiff.YResolution", yres, err);
     }
     uint64_t unit = 2; /* TIFF default: inch */
     const sp_tiff_entry *ue = sp_tiff_find(d, SP_TAG_RESOLUTION_UNIT);
@@ -142,9 +136,9 @@ sp_status sp_tiff_slide_add_properties(sp_slide *s, const sp_tiff_dir *d, bool m
     }
     double microns = unit == 2 ? 25400.0 : unit == 3 ? 10000.0 : 0.0;
     if (st == SP_OK && mpp_from_resolution && microns > 0 && has_x && has_y && xres > 0 && yres > 0) {
-        st = add_double_prop(s, SP_PROPERTY_MPP_X, microns / xres, err);
+        st = sp_slide_set_number(s, SP_PROPERTY_MPP_X, microns / xres, err);
         if (st == SP_OK) {
-            st = add_double_prop(s, SP_PROPERTY_MPP_Y, microns / yres, err);
+            st = sp_slide_set_number(s, SP_PROPERTY_MPP_Y, microns / yres, err);
         }
     }
     return st;
