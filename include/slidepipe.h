@@ -662,6 +662,140 @@ SP_API sp_status sp_augment_patches(uint8_t *rgb, int64_t count, int64_t size,
                                     const uint64_t *seeds, int dihedral, double hed_sigma,
                                     int threads);
 
+/* ---- Training: batches in a model's layout, and a loader that keeps them coming --------- */
+
+/* A batch's element type and layout. Floats are ((v / 255) - mean[c]) / std[c] evaluated in
+ * float32 for each 8-bit value v of channel c (torchvision's ToTensor then Normalize); float16
+ * is that float32 rounded to the nearest half (ties to even). NHWC is (n, height, width, 3),
+ * NCHW is (n, 3, height, width), both C-contiguous. */
+typedef enum sp_batch_dtype {
+    SP_BATCH_UINT8 = 0,
+    SP_BATCH_FLOAT16 = 1,
+    SP_BATCH_FLOAT32 = 2,
+} sp_batch_dtype;
+
+typedef enum sp_batch_layout {
+    SP_BATCH_NHWC = 0,
+    SP_BATCH_NCHW = 1,
+} sp_batch_layout;
+
+/* How RGB8 pixels become a batch's values. */
+typedef struct sp_batch_format {
+    sp_batch_dtype dtype;
+    sp_batch_layout layout;
+    float mean[3], std[3]; /* floats only; std must be finite and nonzero */
+} sp_batch_format;
+
+/* Bytes of one element of `dtype` (1, 2 or 4); 0 for an unknown dtype. */
+SP_API int sp_batch_dtype_bytes(sp_batch_dtype dtype);
+
+/* Write `count` RGB8 images of width x height pixels (image i at rgb + i * width * height * 3)
+ * into dst in `format`, image i at dst + i * width * height * 3 * sp_batch_dtype_bytes(dtype).
+ * SP_E_INVALID_ARG for NULL buffers, sizes below 1, an unknown dtype or layout, or a float std
+ * that is zero or not finite. Thread-safe (pure). */
+SP_API sp_status sp_batch_convert(const uint8_t *rgb, int64_t count, int64_t width, int64_t height,
+                                  const sp_batch_format *format, void *dst);
+
+/* Read a region at `downsample` (as sp_slide_read_region_scaled, RGB8) straight into one image in
+ * `format` (width x height, layout and dtype as a batch of one): the region is read in bands of
+ * rows, so host memory beyond dst stays a few megabytes whatever the region's size. Errors as
+ * sp_slide_read_region_scaled and sp_batch_convert; on error dst is zeroed. Thread-safe like a
+ * region read. */
+SP_API sp_status sp_slide_read_image(sp_slide *slide, double downsample, int64_t x, int64_t y,
+                                     int64_t width, int64_t height, const sp_batch_format *format,
+                                     void *dst);
+
+/* One patch a loader reads: `slide` indexes the loader's slides; a `level` >= 0 reads that
+ * level (size x size pixels of it), -1 reads at `downsample` (sp_slide_read_region_scaled);
+ * (x, y) is the top-left in level-0 pixels; `seed` drives its augmentation (sp_augment_patch). */
+typedef struct sp_patch_request {
+    int32_t slide;
+    int32_t level;
+    double downsample;
+    int64_t x, y;
+    uint64_t seed;
+} sp_patch_request;
+
+/* What a loader does to every patch, in this order: read size x size RGB8 pixels; when
+ * `source_stains` is not NULL, normalize them from source_stains[slide] to `target`
+ * (sp_stains_normalize); augment them (`dihedral`, `hed_sigma`: sp_augment_patch) when either is
+ * on; write them into the batch in `format`. Batches hold `batch_size` consecutive requests (the
+ * last one fewer). `prefetch` batches (at least 1) are kept ready ahead of the consumer, made
+ * on `threads` threads (0: one per core). With `pinned` nonzero, batch memory is page-locked
+ * through the CUDA runtime where a GPU is present; elsewhere it is ordinary memory and
+ * sp_loader_stats says so. Set struct_size to sizeof(sp_loader_config). */
+typedef struct sp_loader_config {
+    size_t struct_size;
+    int64_t size;
+    int64_t batch_size;
+    sp_batch_format format;
+    int dihedral;
+    double hed_sigma;
+    const sp_stains *source_stains; /* one per slide, or NULL; copied at creation */
+    sp_stains target;
+    int prefetch;
+    int threads;
+    int pinned;
+} sp_loader_config;
+
+typedef struct sp_loader sp_loader;
+
+/* The loader's work for `n_requests` patches done now, without a thread of its own: patch i into
+ * dst + i * (size * size * 3 * element bytes), its status into statuses[i] (both required when
+ * n_requests > 0), on config->threads threads (prefetch and pinned are not used). Returns SP_OK,
+ * the refusal sp_loader_create would give (message in err), or the first patch's failure (the
+ * failed patches are zeroed, the others made). Thread-safe like a region read. */
+SP_API sp_status sp_patches_read(sp_slide *const *slides, size_t n_slides,
+                                 const sp_patch_request *requests, size_t n_requests,
+                                 const sp_loader_config *config, void *dst, sp_status *statuses,
+                                 char *err, size_t err_len);
+
+/* A filled batch: `count` patches from requests [first, first + count) of the loader, in
+ * cfg.format; statuses[i] is patch i's own status (a failed patch is zeroed, the others are
+ * good). The memory belongs to the batch until sp_batch_free; the loader never touches it
+ * again once handed over. */
+typedef struct sp_batch {
+    void *data;
+    size_t bytes;
+    int64_t first, count;
+    const sp_status *statuses;
+    int pinned; /* data is page-locked */
+} sp_batch;
+
+/* A loader over `slides` (which must stay open while it lives) and `requests` (copied). It
+ * starts making batches at once on its own thread. SP_E_INVALID_ARG, with a message in err, for
+ * a bad config or a request naming a slide outside [0, n_slides), a level of -1 with a downsample
+ * below 1, or a level the slide lacks (the message names the request and the slide's level
+ * count). */
+SP_API sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
+                                  const sp_patch_request *requests, size_t n_requests,
+                                  const sp_loader_config *config, sp_loader **out, char *err,
+                                  size_t err_len);
+
+/* The next batch in request order, waiting for it if it is not ready; *out is NULL after the
+ * last batch. SP_E_NOMEM when its memory could not be allocated (the loader stops then). One
+ * consumer at a time. */
+SP_API sp_status sp_loader_next(sp_loader *loader, sp_batch **out);
+
+/* Free a batch handed out by sp_loader_next (it may outlive its loader); NULL is accepted. */
+SP_API void sp_batch_free(sp_batch *batch);
+
+/* What a loader holds and has done. Set struct_size to sizeof(sp_loader_stats). */
+typedef struct sp_loader_stats {
+    size_t struct_size;
+    int64_t batches_made, batches_taken;
+    int64_t bytes_held, bytes_held_peak; /* batch memory the loader holds (not yet taken) */
+    int64_t patches_failed;
+    double wait_seconds; /* time sp_loader_next spent waiting for a batch */
+    int pinned;          /* batches are page-locked */
+} sp_loader_stats;
+
+SP_API sp_status sp_loader_get_stats(sp_loader *loader, sp_loader_stats *stats);
+
+/* Stop making batches, wait for the loader's thread and free what it holds (batches already
+ * handed out stay valid). NULL is accepted. */
+SP_API void sp_loader_destroy(sp_loader *loader);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,7 +56,7 @@ int check_open(const core_slide *s) {
 }
 
 /* Borrow `obj`'s memory as a writable, C-contiguous buffer of at least `need` bytes. */
-static int get_out_buffer(PyObject *obj, Py_buffer *view, int64_t need) {
+int get_out_buffer(PyObject *obj, Py_buffer *view, int64_t need) {
     if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
         return -1;
     }
@@ -511,7 +511,7 @@ static PyObject *core_tissue_tiles(PyObject *module, PyObject *args) {
     return r;
 }
 
-static int parse_stains(PyObject *obj, sp_stains *s) {
+int parse_stains(PyObject *obj, sp_stains *s) {
     return PyArg_ParseTuple(obj, "(ddd)(ddd)dd", &s->h[0], &s->h[1], &s->h[2], &s->e[0], &s->e[1],
                             &s->e[2], &s->max_h, &s->max_e);
 }
@@ -652,7 +652,8 @@ PyMODINIT_FUNC PyInit__core(void) {
         NULL);
     Py_XINCREF(&core_slide_type);
     if (core_error == NULL || PyModule_AddFunctions(m, store_methods) != 0 ||
-        add_store_constants(m) != 0 ||
+        add_store_constants(m) != 0 || PyModule_AddFunctions(m, loader_methods) != 0 ||
+        add_loader_types(m) != 0 ||
         PyModule_AddObject(m, "Error", core_error) != 0 ||
         PyModule_AddObject(m, "Slide", (PyObject *)&core_slide_type) != 0 ||
         PyModule_AddStringConstant(m, "version", sp_version()) != 0) {

@@ -20,17 +20,20 @@ This is the public C API (include/slidepipe.h) and nothing more; docs/python.md 
 """
 
 import os
+import threading
 
 import numpy as np
 
 from . import _core
-from . import stores, train
+from . import loader, stores, train
+from .loader import BatchFormat, read_image, read_patches  # noqa: F401
 from .stores import VerifyResult, convert, process, verify  # noqa: F401
 from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
                     normalize_stains)
 
 __all__ = ["open", "Slide", "Level", "read_regions", "set_cache_capacity", "cache_stats",
-           "SlidepipeError", "BatchError", "__version__", *stores.__all__, *train.__all__]
+           "SlidepipeError", "BatchError", "__version__", "BatchFormat", "read_image", "read_patches",
+           *stores.__all__, *train.__all__]
 
 __version__ = _core.version
 SlidepipeError = _core.Error
@@ -88,18 +91,40 @@ def _size(size):
 
 class Slide:
     """An open whole-slide image. Safe to read from many threads at once; close it (or use
-    ``with``) when done."""
+    ``with``) when done. ``mpp`` overrides the slide's microns per pixel (for slides that do not
+    record it). A Slide pickles as its path and options and reopens lazily where it is unpickled
+    (a DataLoader worker, a Ray task), on its first read."""
 
-    def __init__(self, path):
-        self._core = _core.Slide(os.fspath(path))
+    def __init__(self, path, *, mpp=None):
         self.path = os.fspath(path)
-        self.format = self._core.format()
-        self.levels = tuple(Level(*t) for t in self._core.levels())
+        self._mpp_override = _mpp_pair(mpp)
+        self._core_obj = _core.Slide(self.path)
+        self._closed = False
+        self.format = self._core_obj.format()
+        self.levels = tuple(Level(*t) for t in self._core_obj.levels())
         self._properties = None
+
+    @property
+    def _core(self):
+        """The C handle, opened now if this Slide was unpickled and has not read yet."""
+        core = self._core_obj
+        if core is None:
+            with _REOPEN:
+                if self._core_obj is None:
+                    self._core_obj = _core.Slide(self.path)
+                core = self._core_obj
+        return core
+
+    def __reduce__(self):
+        return (_unpickle_slide, (self.path, self._mpp_override, self.format,
+                                  tuple(_level_tuple(lv) for lv in self.levels)))
 
     def close(self):
         """Close the slide; further reads raise ValueError. Closing twice is harmless."""
-        self._core.close()
+        if self._core_obj is None:  # never reopened since unpickling
+            self._core_obj = _core.Slide.__new__(_core.Slide)
+        self._core_obj.close()
+        self._closed = True
 
     def __enter__(self):
         return self
@@ -137,7 +162,10 @@ class Slide:
 
     @property
     def mpp(self):
-        """Microns per pixel at level 0 as (x, y), or None when the slide does not say."""
+        """Microns per pixel at level 0 as (x, y): the override given to open(), else the
+        slide's own, else None when the slide does not say."""
+        if self._mpp_override is not None:
+            return self._mpp_override
         p = self.properties
         if "slidepipe.mpp-x" in p and "slidepipe.mpp-y" in p:
             return (float(p["slidepipe.mpp-x"]), float(p["slidepipe.mpp-y"]))
@@ -208,9 +236,36 @@ class Slide:
         return train.Stains(*self._core.stains(int(max_side)))
 
 
-def open(path):
-    """Open the slide at `path` (any format slidepipe reads; OME-Zarr too)."""
-    return Slide(path)
+def open(path, *, mpp=None):
+    """Open the slide at `path` (any format slidepipe reads; OME-Zarr too); `mpp` overrides its
+    microns per pixel (a number, or (x, y))."""
+    return Slide(path, mpp=mpp)
+
+
+_REOPEN = threading.Lock()
+
+
+def _mpp_pair(mpp):
+    if mpp is None:
+        return None
+    pair = (float(mpp), float(mpp)) if np.ndim(mpp) == 0 else tuple(float(v) for v in mpp)
+    if len(pair) != 2 or not all(np.isfinite(pair)) or min(pair) <= 0:
+        raise ValueError(f"mpp must be a positive number or (x, y), not {mpp!r}")
+    return pair
+
+
+def _level_tuple(level):
+    return (level.width, level.height, level.downsample, level.tile_width, level.tile_height,
+            level.compression)
+
+
+def _unpickle_slide(path, mpp, fmt, levels):
+    """A Slide that opens its file on first use (Slide.__reduce__)."""
+    slide = Slide.__new__(Slide)
+    slide.path, slide._mpp_override, slide.format = path, mpp, fmt
+    slide.levels = tuple(Level(*t) for t in levels)
+    slide._core_obj, slide._closed, slide._properties = None, False, None
+    return slide
 
 
 def read_regions(requests, size, *, rgb=False, threads=0, out=None):

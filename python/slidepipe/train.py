@@ -117,55 +117,144 @@ def tissue_tiles(core_slide, mask, level, size, stride, min_tissue):
 class PatchSampler:
     """Random tissue patches from many slides, in batches that repeat exactly for a seed.
 
-    Every slide's grid of `size` x `size` tiles on `level` (one every `stride` pixels, default
-    `size`) with at least `min_tissue` tissue (under a mask `mask_side` pixels across) is a
-    candidate. Each epoch visits every candidate once, in an order drawn from (seed, epoch), in
-    batches of `batch_size` (the last one smaller unless drop_last). A batch is read on `threads`
-    threads (0: every core), then, with normalize=True, each patch is stain-normalized from its
-    slide's stains (estimated once per slide) to `target` (default Stains.reference()), then
-    augmented (`dihedral` flips and turns, HED jitter `hed_sigma`) with a seed drawn for it.
+    Where patches come from: every slide's grid of `size` x `size` tiles (one every `stride`
+    pixels, default `size`) with at least `min_tissue` tissue (under a mask `mask_side` pixels
+    across). The grid is on pyramid `level`, or, with `mpp` (microns per pixel) or
+    `magnification` (the slide's objective power over it), at that resolution on every slide:
+    the patch is read at the downsample that resolution needs (docs/train.md, "Physical units").
+    `context` (a tuple of µm/px, with mpp) makes each sample a stack of patches centred on the
+    same point, one per resolution: batches of shape (n, len(context), ...).
 
-    Iterating yields (patches, tiles): a new (n, size, size, 3) uint8 array and the TILE_DTYPE
-    records saying where each patch came from. Each iteration is the next epoch; epoch(e) gives
-    any epoch directly. Slides given as paths are opened here and closed by close().
+    Each epoch visits every candidate once, in an order drawn from (seed, epoch), in batches of
+    `batch_size` (the last one smaller unless drop_last). With `world_size` > 1, rank `rank`
+    takes every world_size-th sample of that order (RANK and WORLD_SIZE, or Slurm's, are read
+    when not given), so the ranks together see each sample once. Batches are made `prefetch`
+    ahead by the library on `threads` threads (0: every core): read, stain-normalized with
+    normalize=True from each slide's stains (estimated once) to `target`, augmented (`dihedral`
+    flips and turns, HED jitter `hed_sigma`) with a seed drawn for the sample, and written as
+    `dtype` (uint8, float16, float32) in `layout` (NHWC or NCHW), floats normalized by
+    `mean`/`std`; `pinned` page-locks batch memory where a GPU is present.
+
+    Iterating yields (patches, tiles): a numpy array over the library's batch memory (no copy;
+    torch.from_numpy shares it) and the TILE_DTYPE records of its samples. Each iteration is the
+    next epoch; epoch(e, start=step) gives any epoch from any step. A slide that cannot be used
+    (it does not open, lacks an MPP, shows no tissue) raises, or with on_error="skip" is left out
+    and listed in ``skipped`` as (path, reason); patches that fail to read then drop out of their
+    batch and are listed in ``failures``. Slides given as paths are opened here, closed by
+    close(). A sampler pickles (slides reopen lazily where it is unpickled).
     """
 
-    def __init__(self, slides, size, *, level=0, batch_size=64, min_tissue=0.5, stride=None,
-                 seed=0, dihedral=True, hed_sigma=0.0, normalize=False, target=None, threads=0,
-                 mask_side=2048, drop_last=False):
-        from . import Slide  # the package imports this module first
+    def __init__(self, slides, size, *, level=0, mpp=None, magnification=None, context=None,
+                 batch_size=64, min_tissue=0.5, stride=None, seed=0, dihedral=True,
+                 hed_sigma=0.0, normalize=False, target=None, threads=0, mask_side=2048,
+                 drop_last=False, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0),
+                 std=(1.0, 1.0, 1.0), prefetch=2, pinned=False, rank=None, world_size=None,
+                 on_error="raise"):
+        from .loader import BatchFormat
 
         if int(size) < 1 or int(batch_size) < 1:
             raise ValueError("size and batch_size must be positive")
         if not 0.0 <= float(hed_sigma) <= 1.0:
             raise ValueError("hed_sigma must lie in [0, 1]")
+        if on_error not in ("raise", "skip"):
+            raise ValueError('on_error must be "raise" or "skip"')
+        if mpp is not None and magnification is not None:
+            raise ValueError("give mpp or magnification, not both")
+        if context is not None and mpp is None:
+            raise ValueError("context stacks are given in µm/px: they need mpp")
         self.size, self.level, self.batch_size = int(size), int(level), int(batch_size)
+        self.mpp = None if mpp is None else float(mpp)
+        self.magnification = None if magnification is None else float(magnification)
+        self.context = None if context is None else tuple(float(m) for m in context)
         self.seed, self.dihedral, self.hed_sigma = int(seed), bool(dihedral), float(hed_sigma)
-        self.threads, self.drop_last = int(threads), bool(drop_last)
-        self._owned = []
-        self.slides = []
+        self.threads, self.drop_last, self.prefetch = int(threads), bool(drop_last), int(prefetch)
+        self.pinned, self.on_error = bool(pinned), on_error
+        self.format = BatchFormat(dtype, layout, mean, std)
+        self.rank, self.world_size = _rank_and_world(rank, world_size)
+        self.skipped, self.failures = [], []
+        self._owned, self.slides, self.downsamples, parts, stains = [], [], [], [], []
         for s in slides:
-            if not isinstance(s, Slide):
-                s = Slide(s)
-                self._owned.append(s)
-            self.slides.append(s)
-        parts = []
-        for i, s in enumerate(self.slides):
-            t = s.tissue_tiles(self.size, level=self.level, stride=stride, min_tissue=min_tissue,
-                               mask=s.tissue_mask(mask_side))
-            t["slide"] = i
-            parts.append(t)
+            self._add_slide(s, stride, min_tissue, mask_side, normalize, parts, stains)
         self.tiles = np.concatenate(parts) if parts else np.zeros(0, dtype=TILE_DTYPE)
         if len(self.tiles) == 0:
             self.close()
-            raise ValueError(f"no {self.size}x{self.size} tile of level {self.level} holds "
-                             f"{min_tissue:g} tissue in any of the slides")
+            where = f"level {self.level}" if self.mpp is None and self.magnification is None \
+                else "the resolution asked"
+            raise ValueError(f"no {self.size}x{self.size} tile at {where} holds {min_tissue:g} "
+                             f"tissue in any of the slides" +
+                             (f" ({len(self.skipped)} skipped)" if self.skipped else ""))
         self.target = (target or Stains.reference()) if normalize else None
-        self.stains = [s.stains(mask_side) for s in self.slides] if normalize else None
+        self.stains = stains if normalize else None
         self._epoch = 0
 
+    def _add_slide(self, s, stride, min_tissue, mask_side, normalize, parts, stains):
+        """Open (if a path), resolve the resolution, find tiles and stains of one slide; on
+        failure raise or, with on_error="skip", note it in skipped."""
+        from . import Slide  # the package imports this module first
+
+        path = getattr(s, "path", s)
+        opened = None
+        try:
+            if not isinstance(s, Slide):
+                s = opened = Slide(s)
+            downsample = self._downsample_of(s)
+            t = self._tiles_of(s, downsample, stride, min_tissue, mask_side)
+            st = s.stains(mask_side) if normalize and len(t) else None
+        except (_core.Error, ValueError, OSError) as e:
+            if opened is not None:
+                opened.close()
+            if self.on_error == "raise":
+                raise type(e)(f"{path}: {e}") if path not in str(e) else e
+            self.skipped.append((str(path), str(e)))
+            return
+        if opened is not None:
+            self._owned.append(opened)
+        t["slide"] = len(self.slides)
+        self.slides.append(s)
+        self.downsamples.append(downsample)
+        parts.append(t)
+        stains.append(st)
+
+    def _downsample_of(self, s):
+        """Level-0 pixels per patch pixel on slide s: None for a level grid."""
+        if self.mpp is None and self.magnification is None:
+            if not 0 <= self.level < len(s.levels):
+                raise ValueError(f"{s.path} has {len(s.levels)} levels; level {self.level} "
+                                 "was asked")
+            return None
+        if self.magnification is not None:
+            power = s.properties.get("slidepipe.objective-power")
+            if power is None:
+                raise ValueError(f"{s.path} does not record its objective power; give mpp "
+                                 "instead of magnification")
+            wanted = [float(power) / self.magnification]
+        else:
+            if s.mpp is None:
+                raise ValueError(f"{s.path} does not record its microns per pixel; open it "
+                                 "with slidepipe.open(path, mpp=...) to give them")
+            base = (s.mpp[0] + s.mpp[1]) / 2
+            wanted = [m / base for m in (self.context or ()) + (self.mpp,)]
+        if min(wanted) < 1 - 1e-9:
+            raise ValueError(f"{s.path} is scanned at {s.mpp} µm/px: the resolution asked "
+                             "would need upsampling")
+        return max(1.0, wanted[-1])
+
+    def _tiles_of(self, s, downsample, stride, min_tissue, mask_side):
+        mask = s.tissue_mask(mask_side)
+        if downsample is None:
+            return s.tissue_tiles(self.size, level=self.level, stride=stride,
+                                  min_tissue=min_tissue, mask=mask)
+        side = max(1, int(round(self.size * downsample)))
+        step = None if stride is None else max(1, int(round(int(stride) * downsample)))
+        return s.tissue_tiles(side, level=0, stride=step, min_tissue=min_tissue, mask=mask)
+
+    @property
+    def group(self):
+        """Patches per sample: len(context), else 1."""
+        return len(self.context) if self.context else 1
+
     def __len__(self):
-        n, b = len(self.tiles), self.batch_size
+        n, b = len(self._shard(np.arange(len(self.tiles)))), self.batch_size
         return n // b if self.drop_last else -(-n // b)
 
     def __iter__(self):
@@ -173,28 +262,94 @@ class PatchSampler:
         self._epoch += 1
         return self.epoch(epoch)
 
-    def epoch(self, epoch):
-        """The batches of epoch `epoch` (a generator)."""
+    def _shard(self, positions):
+        return positions[self.rank::self.world_size]
+
+    def plan(self, epoch):
+        """(tiles, seeds) of this rank's samples in epoch `epoch`, in order: the i-th sample of
+        the epoch order gets seeds[i] whichever rank takes it."""
         rng = np.random.default_rng([self.seed, int(epoch)])
         order = rng.permutation(len(self.tiles))
         seeds = rng.integers(0, 2**64 - 1, size=len(order), dtype=np.uint64, endpoint=True)
-        for b in range(len(self)):
-            part = slice(b * self.batch_size, (b + 1) * self.batch_size)
-            tiles = self.tiles[order[part]]
-            yield self._batch(tiles, seeds[part]), tiles
+        keep = self._shard(np.arange(len(order)))
+        n = len(keep) // self.batch_size * self.batch_size if self.drop_last else len(keep)
+        keep = keep[:n]
+        return self.tiles[order[keep]], seeds[keep]
 
-    def _batch(self, tiles, seeds):
-        from . import read_regions
+    def requests(self, tiles, seeds):
+        """The loader requests (slidepipe.loader.REQUEST_DTYPE) of samples: one per patch,
+        len(context) per sample with context."""
+        from .loader import REQUEST_DTYPE
 
-        requests = [(self.slides[t["slide"]], self.level, int(t["x"]), int(t["y"])) for t in tiles]
-        patches = read_regions(requests, (self.size, self.size), rgb=True, threads=self.threads)
-        if self.stains is not None:
-            for i, t in enumerate(tiles):
-                normalize_stains(patches[i], self.stains[t["slide"]], self.target)
-        if self.dihedral or self.hed_sigma > 0:
-            augment(patches, seeds, dihedral=self.dihedral, hed_sigma=self.hed_sigma,
-                    threads=self.threads)
-        return patches
+        g = self.group
+        reqs = np.zeros(len(tiles) * g, dtype=REQUEST_DTYPE)
+        slide = tiles["slide"].astype(np.int64)
+        reqs["slide"] = np.repeat(slide, g)
+        reqs["seed"] = np.repeat(seeds, g)
+        if self.mpp is None and self.magnification is None:
+            reqs["level"], reqs["x"], reqs["y"] = self.level, tiles["x"], tiles["y"]
+            return reqs
+        reqs["level"] = -1
+        ds = np.array([d for d in self.downsamples])[slide]
+        if self.context is None:
+            reqs["downsample"], reqs["x"], reqs["y"] = ds, tiles["x"], tiles["y"]
+            return reqs
+        # Every patch of a stack is centred on its tile's centre (top-left rounded to a pixel).
+        half = self.size * ds / 2
+        cx, cy = tiles["x"] + half, tiles["y"] + half
+        for k, m in enumerate(self.context):
+            dk = ds * m / self.mpp
+            reqs["downsample"][k::g] = dk
+            reqs["x"][k::g] = np.floor(cx - self.size * dk / 2 + 0.5)
+            reqs["y"][k::g] = np.floor(cy - self.size * dk / 2 + 0.5)
+        return reqs
+
+    def epoch(self, epoch, *, start=0, worker=0, workers=1):
+        """The batches of epoch `epoch` from batch `start` on (a generator). With `workers` > 1,
+        only the batches b with (b - start) % workers == worker: workers taking turns in
+        DataLoader's order give the same sequence as one."""
+        from .loader import Loader
+
+        tiles, seeds = self.plan(epoch)
+        b = self.batch_size
+        mine = [i for i in range(int(start), len(self)) if (i - int(start)) % workers == worker]
+        if not mine:
+            return
+        picks = np.concatenate([np.arange(i * b, min((i + 1) * b, len(tiles))) for i in mine])
+        tiles, seeds = tiles[picks], seeds[picks]
+        loader = Loader(self.slides, self.requests(tiles, seeds), self.format, size=self.size,
+                        batch_size=b * self.group, dihedral=self.dihedral,
+                        hed_sigma=self.hed_sigma, stains=self.stains, target=self.target,
+                        prefetch=self.prefetch, threads=self.threads, pinned=self.pinned,
+                        group=self.group)
+        self.last_loader = loader
+        try:
+            for batch in loader:
+                first, n = batch.first // self.group, batch.count // self.group
+                yield self._checked(batch, tiles[first:first + n])
+        finally:
+            loader.close()
+
+    def _checked(self, batch, tiles):
+        """(patches, tiles) of a batch; samples with a failed patch raise or are dropped."""
+        patches = batch.numpy()
+        failed = batch.statuses.reshape(len(tiles), self.group).any(axis=1)
+        if not failed.any():
+            return patches, tiles
+        bad = np.flatnonzero(failed)
+        for i in bad:
+            code = int(batch.statuses.reshape(len(tiles), self.group)[i].min())
+            self.failures.append((self.slides[tiles["slide"][i]].path, int(tiles["x"][i]),
+                                  int(tiles["y"][i]), _core.status_str(code)))
+        if self.on_error == "raise":
+            path, x, y, status = self.failures[-len(bad)]
+            raise _core.Error(f"{path}: the patch at ({x}, {y}) failed: {status}")
+        return patches[~failed], tiles[~failed]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("last_loader", None)
+        return state
 
     def close(self):
         """Close the slides this sampler opened."""
@@ -207,3 +362,21 @@ class PatchSampler:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _rank_and_world(rank, world_size):
+    """(rank, world size): as given, else torchrun's RANK/WORLD_SIZE, else Slurm's
+    SLURM_PROCID/SLURM_NTASKS, else (0, 1)."""
+    import os
+
+    if world_size is None:
+        for r, w in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+            if r in os.environ and w in os.environ:
+                rank, world_size = int(os.environ[r]), int(os.environ[w])
+                break
+        else:
+            rank, world_size = rank or 0, 1
+    rank, world_size = int(rank or 0), int(world_size)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in a world of {world_size}")
+    return rank, world_size

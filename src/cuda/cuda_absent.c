@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda/cuda_host.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
 #include "cuda/cuda_testing.h"
@@ -118,4 +119,12 @@ void sp_cuda_op_runner_destroy(sp_cuda_op_runner *runner) {}
 
 sp_status sp_cuda_spectrum(const sp_cuda_spectrum_job *job, sp_spectrum_stats *out, sp_err *err) {
     return sp_err_set(err, SP_E_UNSUPPORTED, "--device cuda: %s", WHY);
+}
+
+sp_status sp_cuda_host_alloc(size_t bytes, void **out) {
+    *out = NULL;
+    return SP_E_UNSUPPORTED;
+}
+
+void sp_cuda_host_free(void *ptr) {
 }

@@ -15,7 +15,9 @@
  * The source is painted in bands of whole tile rows, top to bottom, and each painted row is
  * added to the output rows it falls in, which are written as soon as they are complete: memory
  * is one band plus a few output rows of sums, whatever the request, and each tile under the
- * request is decoded once per call, even one too large for the tile cache.
+ * request is decoded once per call, even one too large for the tile cache. Rows go into the
+ * caller's buffer, or one by one to a row sink (sp_slide_read_scaled_rows) for callers that
+ * convert them on the way (sp_slide_read_image).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -102,6 +104,9 @@ typedef struct scaler {
     double *ring;   /* ring_n x w x 4: output rows in progress */
     int64_t ring_n;
     int64_t opened, done; /* output rows [done, opened) are in progress */
+    sp_row_sink sink;     /* when set, finished rows go to it (through row) instead of dst */
+    void *user;
+    uint8_t *row;
 } scaler;
 
 static void average_across(scaler *c, const uint8_t *in) {
@@ -123,7 +128,7 @@ static void average_across(scaler *c, const uint8_t *in) {
 /* Output row j, whose every source row has been added, into the caller's buffer. */
 static void finish_row(const scaler *c, int64_t j) {
     const double *acc = c->ring + (j % c->ring_n) * c->w * 4;
-    uint8_t *o = c->dst + j * c->stride;
+    uint8_t *o = c->sink ? c->row : c->dst + j * c->stride;
     int bpp = sp_pixel_format_bytes(c->fmt);
     double area = c->f * c->f * 255.0;
     for (int64_t i = 0; i < c->w; i++, acc += 4) {
@@ -142,6 +147,8 @@ static void finish_row(const scaler *c, int64_t j) {
                 q[k] = (uint8_t)((px[k] * px[3] + c->s->background[k] * (255 - px[3]) + 127) / 255);
             }
         }
+    }    if (c->sink) {
+        c->sink(c->user, j, o);
     }
 }
 
@@ -169,12 +176,14 @@ static void add_source_row(scaler *c, int64_t r, const uint8_t *in) {
     }
 }
 
-sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
-                                      double downsample, int64_t x, int64_t y, int64_t w,
-                                      int64_t h) {
+/* The scaled read behind both entry points: rows go to dst, or to sink when it is set. */
+static sp_status read_scaled(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
+                             sp_row_sink sink, void *user, double downsample, int64_t x,
+                             int64_t y, int64_t w, int64_t h) {
     int bpp = sp_pixel_format_bytes(fmt);
-    if (s == NULL || dst == NULL || bpp == 0 || w < 0 || h < 0 || stride < w * bpp ||
-        !(downsample >= 1.0 && downsample <= 1e6) || w > (1 << 24) || h > (1 << 24)) {
+    if (s == NULL || (dst == NULL && sink == NULL) || bpp == 0 || w < 0 || h < 0 ||
+        (sink == NULL && stride < w * bpp) || !(downsample >= 1.0 && downsample <= 1e6) ||
+        w > (1 << 24) || h > (1 << 24)) {
         return SP_E_INVALID_ARG;
     }
     if (w == 0 || h == 0) {
@@ -203,12 +212,13 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
     double tile_rows = (double)(l->tile_height / scale) + f + 2;
     if ((double)w * (f + 2) * tile_rows * 4 > max_alloc ||
         (double)(w > h ? w : h) * (f + 3) * 8 > max_alloc) {
-        for (int64_t j = 0; j < h; j++) {
+        for (int64_t j = 0; dst != NULL && j < h; j++) {
             memset((uint8_t *)dst + j * stride, 0, (size_t)(w * bpp));
         }
         return SP_E_LIMIT;
     }
-    scaler c = {.s = s, .fmt = fmt, .dst = dst, .stride = stride, .w = w, .h = h, .f = f};
+    scaler c = {.s = s, .fmt = fmt, .dst = dst, .stride = stride, .w = w, .h = h, .f = f,
+                .sink = sink, .user = user};
     int64_t sx0 = (int64_t)floor(u0), sy0 = (int64_t)floor(v0);
     c.cols = make_spans(u0 - (double)sx0, f, w, &c.wx);
     c.rows = make_spans(v0 - (double)sy0, f, h, &c.wy);
@@ -223,8 +233,9 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
         src = malloc((size_t)(sw * band * 4));
         c.across = malloc((size_t)w * 4 * sizeof *c.across);
         c.ring = malloc((size_t)(c.ring_n * w * 4) * sizeof *c.ring);
+        c.row = sink ? malloc((size_t)(w * bpp)) : NULL;
     }
-    if (src != NULL && c.across != NULL && c.ring != NULL) {
+    if (src != NULL && c.across != NULL && c.ring != NULL && (sink == NULL || c.row != NULL)) {
         st = SP_OK;
     } else {
         sp_err e = {0};
@@ -245,12 +256,11 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
         }
         r0 = r1;
     }
-    if (st != SP_OK) {
-        for (int64_t j = 0; j < h; j++) {
-            memset((uint8_t *)dst + j * stride, 0, (size_t)(w * bpp));
-        }
+    for (int64_t j = 0; st != SP_OK && dst != NULL && j < h; j++) {
+        memset((uint8_t *)dst + j * stride, 0, (size_t)(w * bpp));
     }
     free(src);
+    free(c.row);
     free(c.across);
     free(c.ring);
     free(c.cols);
@@ -258,4 +268,22 @@ sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *ds
     free(c.wx);
     free(c.wy);
     return st;
+}
+
+sp_status sp_slide_read_region_scaled(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
+                                      double downsample, int64_t x, int64_t y, int64_t w,
+                                      int64_t h) {
+    if (dst == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    return read_scaled(s, fmt, dst, stride, NULL, NULL, downsample, x, y, w, h);
+}
+
+sp_status sp_slide_read_scaled_rows(sp_slide *s, sp_pixel_format fmt, double downsample, int64_t x,
+                                    int64_t y, int64_t w, int64_t h, sp_row_sink sink,
+                                    void *user) {
+    if (sink == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    return read_scaled(s, fmt, NULL, 0, sink, user, downsample, x, y, w, h);
 }

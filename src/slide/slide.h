@@ -23,6 +23,17 @@ sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void
                                    int64_t stride, int32_t level, unsigned scale, int64_t lx,
                                    int64_t ly, int64_t w, int64_t h, int64_t shared);
 
+/* Where a streaming read hands its output rows: row j (w pixels of the read's format, valid
+ * only during the call), in order from j = 0. */
+typedef void (*sp_row_sink)(void *user, int64_t j, const uint8_t *row);
+
+/* sp_slide_read_region_scaled handing each output row to sink instead of writing a buffer, so a
+ * caller can convert rows as they come (sp_slide_read_image). On error some rows may have been
+ * handed over already; the caller clears what it wrote. */
+sp_status sp_slide_read_scaled_rows(sp_slide *slide, sp_pixel_format format, double downsample,
+                                    int64_t x, int64_t y, int64_t w, int64_t h, sp_row_sink sink,
+                                    void *user);
+
 /* Announce the tiles of several regions of slide `s` at one level (reqs[0]'s; others are
  * skipped) that will be read soon, up to SP_PREFETCH_TILES, so that a remote slide sends for
  * them at once (batched reads, batch.c); returns without waiting for them. Advice only; nothing

@@ -1,0 +1,40 @@
+/* dlpack_abi.h — the DLPack tensor structures (the unversioned ABI of the DLPack specification,
+ * dmlc/dlpack 0.x and 1.x "DLManagedTensor"), declared here with this project's names: a capsule
+ * named "dltensor" carries a pointer to a managed tensor, which the consumer renames
+ * "used_dltensor" and frees with its deleter when done. Only what _loader.c exports is named. */
+#ifndef SP_PYTHON_DLPACK_ABI_H
+#define SP_PYTHON_DLPACK_ABI_H
+
+#include <stdint.h>
+
+enum { SP_DL_CPU = 1 };                 /* DLDeviceType kDLCPU */
+enum { SP_DL_UINT = 1, SP_DL_FLOAT = 2 }; /* DLDataTypeCode kDLUInt, kDLFloat */
+
+typedef struct sp_dl_device {
+    int32_t device_type;
+    int32_t device_id;
+} sp_dl_device;
+
+typedef struct sp_dl_dtype {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+} sp_dl_dtype;
+
+typedef struct sp_dl_tensor {
+    void *data;
+    sp_dl_device device;
+    int32_t ndim;
+    sp_dl_dtype dtype;
+    int64_t *shape;
+    int64_t *strides; /* NULL: compact row-major */
+    uint64_t byte_offset;
+} sp_dl_tensor;
+
+typedef struct sp_dl_managed_tensor {
+    sp_dl_tensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct sp_dl_managed_tensor *self);
+} sp_dl_managed_tensor;
+
+#endif

@@ -1,0 +1,221 @@
+"""Patches in the tensor a model takes, made by the C library: read, stain-normalized, augmented
+and written as uint8, float16 or float32, NHWC or NCHW, with mean/std applied while the batch is
+written (docs/train.md, "Batches").
+
+    fmt = BatchFormat("float16", "NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    loader = Loader([slide], requests, fmt, size=224, batch_size=64, prefetch=4)
+    for batch in loader:                       # made ahead on the library's threads
+        x = torch.from_dlpack(batch)           # (64, 3, 224, 224) float16, the same memory
+
+``requests`` is a numpy array of REQUEST_DTYPE: which slide, a level (or -1 and a downsample),
+the top-left in level-0 pixels and the patch's augmentation seed. PatchSampler (slidepipe.train)
+builds them from tissue tiles; this module is the layer under it.
+"""
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["BatchFormat", "Batch", "Loader", "REQUEST_DTYPE", "read_patches", "read_image"]
+
+# sp_patch_request, field for field.
+REQUEST_DTYPE = np.dtype([("slide", "<i4"), ("level", "<i4"), ("downsample", "<f8"),
+                          ("x", "<i8"), ("y", "<i8"), ("seed", "<u8")], align=True)
+assert REQUEST_DTYPE.itemsize == _core.PATCH_REQUEST_BYTES
+
+_DTYPES = {"uint8": (0, np.uint8), "float16": (1, np.float16), "float32": (2, np.float32)}
+_LAYOUTS = {"NHWC": 0, "NCHW": 1}
+
+
+class BatchFormat:
+    """A batch's element type (uint8, float16, float32) and layout (NHWC, NCHW); floats are
+    ((v / 255) - mean) / std per channel in float32, as torchvision's ToTensor and Normalize
+    compute them (float16: that value rounded to the nearest half)."""
+
+    __slots__ = ("dtype", "layout", "mean", "std")
+
+    def __init__(self, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)):
+        name = np.dtype(getattr(dtype, "name", None) or str(dtype).replace("torch.", "")).name
+        if name not in _DTYPES:
+            raise ValueError(f"dtype must be uint8, float16 or float32, not {dtype!r}")
+        if layout not in _LAYOUTS:
+            raise ValueError(f"layout must be NHWC or NCHW, not {layout!r}")
+        mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
+        if len(mean) != 3 or len(std) != 3 or not all(np.isfinite(mean + std)) or 0.0 in std:
+            raise ValueError("mean and std: three finite numbers each, std nonzero")
+        self.dtype, self.layout, self.mean, self.std = name, layout, mean, std
+
+    @property
+    def numpy_dtype(self):
+        return np.dtype(_DTYPES[self.dtype][1])
+
+    def shape(self, n, size, group=1):
+        """The batch shape of n patches of size x size (group patches per sample)."""
+        lead = (n // group, group) if group > 1 else (n,)
+        return lead + ((3, size, size) if self.layout == "NCHW" else (size, size, 3))
+
+    def __repr__(self):
+        return f"BatchFormat({self.dtype!r}, {self.layout!r}, mean={self.mean}, std={self.std})"
+
+    def __eq__(self, other):
+        return isinstance(other, BatchFormat) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+
+
+def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefetch, threads,
+            pinned):
+    """The tuple _core.Loader and _core.patches_read take (python/_loader.c, parse_config)."""
+    if not 0.0 <= float(hed_sigma) <= 1.0:
+        raise ValueError("hed_sigma must lie in [0, 1]")
+    return (int(size), int(batch_size), _DTYPES[fmt.dtype][0], _LAYOUTS[fmt.layout], fmt.mean,
+            fmt.std, bool(dihedral), float(hed_sigma),
+            None if stains is None else [s._tuple() for s in stains],
+            None if target is None else target._tuple(), int(prefetch), int(threads),
+            bool(pinned))
+
+
+def _requests(requests):
+    reqs = np.ascontiguousarray(requests)
+    if reqs.dtype != REQUEST_DTYPE:
+        raise ValueError("requests must be a numpy array of slidepipe.loader.REQUEST_DTYPE")
+    return reqs
+
+
+class Batch:
+    """One batch made by a Loader: the library's memory, handed to numpy or PyTorch through
+    DLPack without a copy (``numpy.from_dlpack(batch)``, ``torch.from_dlpack(batch)``).
+    ``first``/``count``: which requests it holds; ``statuses``: each patch's status code (0 read;
+    a failed patch is zeros); ``pinned``: page-locked memory."""
+
+    __slots__ = ("_core", "first", "count", "shape", "pinned", "statuses", "nbytes")
+
+    def __init__(self, core):
+        info = core.info
+        self._core = core
+        self.first, self.count, self.shape = info["first"], info["count"], info["shape"]
+        self.pinned, self.nbytes = info["pinned"], info["nbytes"]
+        self.statuses = np.asarray(core.statuses, dtype=np.int32)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._core.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._core.__dlpack_device__()
+
+    def numpy(self):
+        """The batch as a numpy array over the same memory."""
+        return np.from_dlpack(self._core)
+
+    @property
+    def address(self):
+        return self._core.info["address"]
+
+
+class Loader:
+    """Batches of `batch_size` consecutive requests, made `prefetch` ahead on `threads` threads
+    (0: one per core) while the caller uses the current one; each patch read, normalized from
+    its slide's `stains` to `target` (both slidepipe.Stains; None: not normalized), augmented
+    (`dihedral`, `hed_sigma`, from its request's seed) and written in `fmt`. With `pinned`, batch
+    memory is page-locked where a CUDA device is present (``stats()["pinned"]`` says whether it
+    was). `group` patches make one sample: batches then have the shape (n, group, ...).
+    Iterating yields Batch objects until the requests are used up. Memory: at most prefetch + 1
+    batches held by the loader, and those the caller keeps."""
+
+    def __init__(self, slides, requests, fmt, *, size, batch_size, dihedral=False,
+                 hed_sigma=0.0, stains=None, target=None, prefetch=2, threads=0, pinned=False,
+                 group=1):
+        from . import Slide  # the package imports this module first
+
+        if stains is not None and target is None:
+            from .train import Stains
+            target = Stains.reference()
+        cores = [s._core if isinstance(s, Slide) else s for s in slides]
+        config = _config(fmt, size, batch_size, dihedral=dihedral, hed_sigma=hed_sigma,
+                         stains=stains, target=target, prefetch=prefetch, threads=threads,
+                         pinned=pinned)
+        self.format, self.size, self.group = fmt, int(size), int(group)
+        self._core = _core.Loader(cores, _requests(requests), config, self.group)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._core is None:
+            raise StopIteration
+        core = self._core.next()
+        if core is None:
+            raise StopIteration
+        return Batch(core)
+
+    def stats(self):
+        """batches_made, batches_taken, bytes_held (ready batches not taken yet),
+        bytes_held_peak, patches_failed, wait_seconds (spent waiting in next), pinned."""
+        return self._core.stats()
+
+    def close(self):
+        """Stop making batches and let go of the slides (batches handed out stay valid)."""
+        if self._core is not None:
+            self._core.close()
+            self._core = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 — interpreter shutdown
+            pass
+
+
+def read_patches(slides, requests, fmt, *, size, dihedral=False, hed_sigma=0.0, stains=None,
+                 target=None, threads=0, out=None):
+    """The Loader's work for `requests` done now into one array (n, ...) of `fmt`: returns
+    (array, statuses). The same pixels a Loader makes for the same requests."""
+    from . import Slide
+
+    if stains is not None and target is None:
+        from .train import Stains
+        target = Stains.reference()
+    reqs = _requests(requests)
+    shape = fmt.shape(len(reqs), int(size))
+    if out is None:
+        out = np.empty(shape, dtype=fmt.numpy_dtype)
+    elif out.shape != shape or out.dtype != fmt.numpy_dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {fmt.dtype} array of shape {shape}")
+    cores = [s._core if isinstance(s, Slide) else s for s in slides]
+    config = _config(fmt, size, max(1, len(reqs)), dihedral=dihedral, hed_sigma=hed_sigma,
+                     stains=stains, target=target, prefetch=1, threads=threads, pinned=False)
+    statuses = _core.patches_read(cores, reqs, config, out)
+    return out, np.asarray(statuses, dtype=np.int32)
+
+
+def read_image(slide, downsample, location=(0, 0), size=None, fmt=None, *, out=None):
+    """A region (default: the whole slide) at `downsample` of level 0 into one array in `fmt`
+    (default uint8 NHWC; NCHW gives (3, height, width)), streamed in bands: no full-size RGB
+    copy is held besides the result. `size` is (width, height) in output pixels."""
+    fmt = fmt or BatchFormat()
+    downsample = float(downsample)
+    if size is None:
+        w0, h0 = slide.dimensions
+        size = (int(w0 / downsample), int(h0 / downsample))
+    width, height = (int(v) for v in size)
+    shape = (3, height, width) if fmt.layout == "NCHW" else (height, width, 3)
+    if out is None:
+        out = np.empty(shape, dtype=fmt.numpy_dtype)
+    elif out.shape != shape or out.dtype != fmt.numpy_dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {fmt.dtype} array of shape {shape}")
+    x, y = location
+    _core.read_image(slide._core, downsample, int(x), int(y), width, height,
+                     _DTYPES[fmt.dtype][0], _LAYOUTS[fmt.layout], fmt.mean, fmt.std, out)
+    return out

@@ -1,0 +1,429 @@
+/* loader.c — the prefetching patch loader: a thread of its own keeps `prefetch` batches ready
+ * while the training loop consumes the current one.
+ *
+ * Every patch of a batch is one work item on the library's thread pool: read (a level, or any
+ * downsample through the scaled reader), stain-normalized, augmented from its own seed, and
+ * written into its slot of the batch in the model's dtype and layout (batch_format.c). The
+ * result therefore depends only on the requests, never on the thread count or on timing. Batches
+ * are handed over whole: the consumer owns one from sp_loader_next until sp_batch_free, so the
+ * loader holds at most `prefetch` ready batches plus the one being made.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/thread_pool.h"
+#include "cuda/cuda_host.h"
+#include "jobs/train/batch_format.h"
+#include "slide/slide.h"
+
+/* The most a batch may take, a guard against a size or batch size typed wrong. */
+#define MAX_BATCH_BYTES ((int64_t)16 << 30)
+#define MAX_PREFETCH 64
+
+typedef struct batch_box {
+    sp_batch pub;
+    sp_status *statuses;
+} batch_box;
+
+/* How every patch is made: the slides, the requests, the steps and the output format. */
+typedef struct recipe {
+    sp_slide *const *slides;
+    const sp_patch_request *reqs;
+    sp_loader_config cfg;
+    const sp_stains *stains; /* per slide, or NULL */
+    sp_batch_lut lut;
+    size_t patch_bytes; /* one patch in the batch's format */
+} recipe;
+
+struct sp_loader {
+    recipe r;
+    sp_slide **slides; /* the loader's copies of what r points at */
+    sp_patch_request *reqs;
+    sp_stains *stains;
+    size_t n_reqs;
+    sp_loader_config cfg;
+    int64_t n_batches;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
+    batch_box **ready; /* a ring of cfg.prefetch */
+    int head, count;
+    bool stop, done;
+    sp_status failure;
+    sp_loader_stats stats;
+};
+
+/* What the pool's items share while patches [first, first + count) are made into dst. */
+typedef struct making {
+    const recipe *r;
+    int64_t first;
+    uint8_t *dst;
+    sp_status *statuses;
+    atomic_int_fast64_t failed;
+} making;
+
+static void make_patch(void *user, size_t i) {
+    making *m = user;
+    const recipe *k = m->r;
+    const sp_patch_request *r = &k->reqs[m->first + (int64_t)i];
+    int64_t size = k->cfg.size;
+    uint8_t *slot = m->dst + i * k->patch_bytes;
+    bool direct = k->cfg.format.dtype == SP_BATCH_UINT8 && k->cfg.format.layout == SP_BATCH_NHWC;
+    uint8_t *rgb = direct ? slot : malloc((size_t)(size * size * 3));
+    sp_status st = SP_E_NOMEM;
+    if (rgb != NULL) {
+        sp_slide *s = k->slides[r->slide];
+        st = r->level >= 0 ? sp_slide_read_region(s, SP_PIXEL_RGB8, rgb, size * 3, r->level, r->x,
+                                                  r->y, size, size)
+                           : sp_slide_read_region_scaled(s, SP_PIXEL_RGB8, rgb, size * 3,
+                                                         r->downsample, r->x, r->y, size, size);
+    }
+    if (st == SP_OK && k->stains != NULL) {
+        st = sp_stains_normalize(&k->stains[r->slide], &k->cfg.target, rgb, size * size);
+    }
+    if (st == SP_OK && (k->cfg.dihedral || k->cfg.hed_sigma > 0)) {
+        st = sp_augment_patch(rgb, size, r->seed, k->cfg.dihedral, k->cfg.hed_sigma);
+    }
+    if (st == SP_OK && !direct) {
+        sp_batch_write_rows(&k->lut, rgb, size, size, 0, size, slot);
+    }
+    if (st != SP_OK) {
+        memset(slot, 0, k->patch_bytes);
+        atomic_fetch_add(&m->failed, 1);
+    }
+    if (!direct) {
+        free(rgb);
+    }
+    m->statuses[i] = st;
+}
+
+/* Make patches [first, first + count) into dst on the pool; the number that failed. */
+static int64_t make_patches(const recipe *r, int64_t first, int64_t count, void *dst,
+                            sp_status *statuses) {
+    making m = {.r = r, .first = first, .dst = dst, .statuses = statuses};
+    atomic_init(&m.failed, 0);
+    sp_pool_run((size_t)count, r->cfg.threads, make_patch, &m);
+    return (int64_t)atomic_load(&m.failed);
+}
+
+/* Batch memory, page-locked when asked for and a device is there. */
+static void *batch_memory(sp_loader *l, size_t bytes, int *pinned) {
+    void *p = NULL;
+    *pinned = 0;
+    if (l->cfg.pinned && sp_cuda_host_alloc(bytes, &p) == SP_OK) {
+        *pinned = 1;
+        return p;
+    }
+    return malloc(bytes > 0 ? bytes : 1);
+}
+
+/* Batch `index`, made on the pool; NULL when out of memory. */
+static batch_box *make_batch(sp_loader *l, int64_t index) {
+    batch_box *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        return NULL;
+    }
+    b->pub.first = index * l->cfg.batch_size;
+    int64_t left = (int64_t)l->n_reqs - b->pub.first;
+    b->pub.count = left < l->cfg.batch_size ? left : l->cfg.batch_size;
+    b->pub.bytes = (size_t)b->pub.count * l->r.patch_bytes;
+    b->statuses = malloc((size_t)b->pub.count * sizeof *b->statuses);
+    b->pub.data = batch_memory(l, b->pub.bytes, &b->pub.pinned);
+    b->pub.statuses = b->statuses;
+    if (b->statuses == NULL || b->pub.data == NULL) {
+        sp_batch_free(&b->pub);
+        return NULL;
+    }
+    int64_t failed = make_patches(&l->r, b->pub.first, b->pub.count, b->pub.data, b->statuses);
+    pthread_mutex_lock(&l->mu);
+    l->stats.patches_failed += failed;
+    l->stats.pinned = b->pub.pinned;
+    pthread_mutex_unlock(&l->mu);
+    return b;
+}
+
+static void *produce(void *user) {
+    sp_loader *l = user;
+    for (int64_t i = 0; i < l->n_batches; i++) {
+        pthread_mutex_lock(&l->mu);
+        while (l->count == l->cfg.prefetch && !l->stop) {
+            pthread_cond_wait(&l->changed, &l->mu);
+        }
+        bool stop = l->stop;
+        pthread_mutex_unlock(&l->mu);
+        if (stop) {
+            break;
+        }
+        batch_box *b = make_batch(l, i);
+        pthread_mutex_lock(&l->mu);
+        if (b == NULL) {
+            l->failure = SP_E_NOMEM;
+            pthread_mutex_unlock(&l->mu);
+            break;
+        }
+        l->ready[(l->head + l->count) % l->cfg.prefetch] = b;
+        l->count++;
+        l->stats.batches_made++;
+        l->stats.bytes_held += (int64_t)b->pub.bytes;
+        if (l->stats.bytes_held > l->stats.bytes_held_peak) {
+            l->stats.bytes_held_peak = l->stats.bytes_held;
+        }
+        pthread_cond_broadcast(&l->changed);
+        pthread_mutex_unlock(&l->mu);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->done = true;
+    pthread_cond_broadcast(&l->changed);
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* The message of a refused loader, into err. */
+__attribute__((format(printf, 3, 4))) static void put(char *err, size_t len, const char *fmt, ...) {
+    if (err != NULL && len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static bool stains_usable(const sp_stains *s) {
+    return isfinite(s->max_h) && isfinite(s->max_e) && s->max_h > 0 && s->max_e > 0;
+}
+
+/* Why the config or a request cannot be used (in err), or SP_OK. */
+static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_request *reqs,
+                       size_t n_reqs, const sp_loader_config *c, bool loader, char *err,
+                       size_t err_len) {
+    sp_batch_lut lut;
+    if (c == NULL || c->struct_size < sizeof *c || (slides == NULL && n_slides > 0) ||
+        (reqs == NULL && n_reqs > 0)) {
+        put(err, err_len, "loader: missing slides, requests or config (or an old config)");
+        return SP_E_INVALID_ARG;
+    }
+    if (c->size < 1 || c->size > 65536 || c->batch_size < 1 ||
+        (loader && (c->prefetch < 1 || c->prefetch > MAX_PREFETCH)) || !(c->hed_sigma >= 0 && c->hed_sigma <= 1) ||
+        sp_batch_lut_init(&lut, &c->format) != SP_OK) {
+        put(err, err_len, "loader: bad config (size %lld, batch size %lld, prefetch %d, "
+            "hed_sigma %g, or a dtype, layout or std that is not usable)",
+            (long long)c->size, (long long)c->batch_size, c->prefetch, c->hed_sigma);
+        return SP_E_INVALID_ARG;
+    }
+    if ((double)c->size * (double)c->size * 3 * lut.bytes * (double)c->batch_size >
+        (double)MAX_BATCH_BYTES) {
+        put(err, err_len, "loader: a batch of %lld patches of %lld pixels would exceed 16 GiB",
+            (long long)c->batch_size, (long long)c->size);
+        return SP_E_LIMIT;
+    }
+    for (size_t s = 0; s < n_slides; s++) {
+        if (slides[s] == NULL || (c->source_stains != NULL &&
+                                  (!stains_usable(&c->source_stains[s]) ||
+                                   !stains_usable(&c->target)))) {
+            put(err, err_len, "loader: slide %zu is missing or its stains are not usable", s);
+            return SP_E_INVALID_ARG;
+        }
+    }
+    for (size_t i = 0; i < n_reqs; i++) {
+        const sp_patch_request *r = &reqs[i];
+        if (r->slide < 0 || (size_t)r->slide >= n_slides) {
+            put(err, err_len, "loader: request %zu names slide %d of %zu", i, (int)r->slide,
+                n_slides);
+            return SP_E_INVALID_ARG;
+        }
+        const sp_slide *s = slides[r->slide];
+        const char *name = sp_slide_file_name(s) ? sp_slide_file_name(s) : "(memory)";
+        if (r->level < -1 || r->level >= s->n_levels ||
+            (r->level == -1 && !(r->downsample >= 1 && r->downsample <= 1e6))) {
+            put(err, err_len, "loader: request %zu: %s has %d levels; level %d, downsample %g "
+                "cannot be read", i, name, (int)s->n_levels, (int)r->level, r->downsample);
+            return SP_E_INVALID_ARG;
+        }
+    }
+    return SP_OK;
+}
+
+static void set_recipe(recipe *r, sp_slide *const *slides, const sp_patch_request *reqs,
+                       const sp_loader_config *cfg) {
+    r->slides = slides;
+    r->reqs = reqs;
+    r->cfg = *cfg;
+    r->stains = cfg->source_stains;
+    sp_batch_lut_init(&r->lut, &cfg->format); /* checked already */
+    r->patch_bytes = (size_t)(cfg->size * cfg->size * 3 * r->lut.bytes);
+}
+
+sp_status sp_patches_read(sp_slide *const *slides, size_t n_slides,
+                          const sp_patch_request *requests, size_t n_requests,
+                          const sp_loader_config *config, void *dst, sp_status *statuses,
+                          char *err, size_t err_len) {
+    sp_status st = check(slides, n_slides, requests, n_requests, config, false, err, err_len);
+    if (st != SP_OK || n_requests == 0) {
+        return st;
+    }
+    if (dst == NULL || statuses == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    recipe r;
+    set_recipe(&r, slides, requests, config);
+    make_patches(&r, 0, (int64_t)n_requests, dst, statuses);
+    for (size_t i = 0; i < n_requests; i++) {
+        if (statuses[i] != SP_OK) {
+            return statuses[i];
+        }
+    }
+    return SP_OK;
+}
+
+sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
+                           const sp_patch_request *requests, size_t n_requests,
+                           const sp_loader_config *config, sp_loader **out, char *err,
+                           size_t err_len) {
+    if (out == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    *out = NULL;
+    sp_status st = check(slides, n_slides, requests, n_requests, config, true, err, err_len);
+    if (st != SP_OK) {
+        return st;
+    }
+    sp_loader *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        return SP_E_NOMEM;
+    }
+    l->cfg = *config;
+    l->n_reqs = n_requests;
+    l->n_batches = ((int64_t)n_requests + config->batch_size - 1) / config->batch_size;
+    l->stats.struct_size = sizeof l->stats;
+    l->slides = malloc((n_slides ? n_slides : 1) * sizeof *l->slides);
+    l->reqs = malloc((n_requests ? n_requests : 1) * sizeof *l->reqs);
+    l->ready = calloc((size_t)config->prefetch, sizeof *l->ready);
+    if (config->source_stains != NULL) {
+        l->stains = malloc((n_slides ? n_slides : 1) * sizeof *l->stains);
+    }
+    bool mu = false, cv = false;
+    if (l->slides == NULL || l->reqs == NULL || l->ready == NULL ||
+        (config->source_stains != NULL && l->stains == NULL) ||
+        !(mu = pthread_mutex_init(&l->mu, NULL) == 0) ||
+        !(cv = pthread_cond_init(&l->changed, NULL) == 0)) {
+        st = SP_E_NOMEM;
+        goto fail;
+    }
+    memcpy(l->slides, slides, n_slides * sizeof *l->slides);
+    memcpy(l->reqs, requests, n_requests * sizeof *l->reqs);
+    if (l->stains != NULL) {
+        memcpy(l->stains, config->source_stains, n_slides * sizeof *l->stains);
+    }
+    l->cfg.source_stains = l->stains;
+    set_recipe(&l->r, l->slides, l->reqs, &l->cfg);
+    if (pthread_create(&l->thread, NULL, produce, l) != 0) {
+        put(err, err_len, "loader: cannot start its thread");
+        st = SP_E_NOMEM;
+        goto fail;
+    }
+    l->started = true;
+    *out = l;
+    return SP_OK;
+fail:
+    if (cv) {
+        pthread_cond_destroy(&l->changed);
+    }
+    if (mu) {
+        pthread_mutex_destroy(&l->mu);
+    }
+    free(l->slides);
+    free(l->reqs);
+    free(l->ready);
+    free(l->stains);
+    free(l);
+    return st;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+sp_status sp_loader_next(sp_loader *l, sp_batch **out) {
+    if (l == NULL || out == NULL) {
+        return SP_E_INVALID_ARG;
+    }
+    *out = NULL;
+    double t0 = now();
+    pthread_mutex_lock(&l->mu);
+    while (l->count == 0 && !l->done) {
+        pthread_cond_wait(&l->changed, &l->mu);
+    }
+    l->stats.wait_seconds += now() - t0;
+    sp_status st = SP_OK;
+    if (l->count > 0) {
+        batch_box *b = l->ready[l->head];
+        l->head = (l->head + 1) % l->cfg.prefetch;
+        l->count--;
+        l->stats.batches_taken++;
+        l->stats.bytes_held -= (int64_t)b->pub.bytes;
+        pthread_cond_broadcast(&l->changed);
+        *out = &b->pub;
+    } else {
+        st = l->failure;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+void sp_batch_free(sp_batch *batch) {
+    if (batch == NULL) {
+        return;
+    }
+    batch_box *b = (batch_box *)batch; /* pub is the box's first member */
+    if (b->pub.pinned) {
+        sp_cuda_host_free(b->pub.data);
+    } else {
+        free(b->pub.data);
+    }
+    free(b->statuses);
+    free(b);
+}
+
+sp_status sp_loader_get_stats(sp_loader *l, sp_loader_stats *stats) {
+    if (l == NULL || stats == NULL || stats->struct_size < sizeof *stats) {
+        return SP_E_INVALID_ARG;
+    }
+    pthread_mutex_lock(&l->mu);
+    *stats = l->stats;
+    pthread_mutex_unlock(&l->mu);
+    return SP_OK;
+}
+
+void sp_loader_destroy(sp_loader *l) {
+    if (l == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->changed);
+    pthread_mutex_unlock(&l->mu);
+    if (l->started) {
+        pthread_join(l->thread, NULL);
+    }
+    for (int i = 0; i < l->count; i++) {
+        sp_batch_free(&l->ready[(l->head + i) % l->cfg.prefetch]->pub);
+    }
+    pthread_cond_destroy(&l->changed);
+    pthread_mutex_destroy(&l->mu);
+    free(l->slides);
+    free(l->reqs);
+    free(l->ready);
+    free(l->stains);
+    free(l);
+}
