@@ -619,7 +619,15 @@ static PyObject *core_status_str(PyObject *module, PyObject *arg) {
     return PyUnicode_FromString(sp_status_str((sp_status)code));
 }
 
+static PyObject *core_cuda_device_count(PyObject *module, PyObject *unused) {
+    char why[256] = "";
+    int n = sp_cuda_device_count(why, sizeof why);
+    return Py_BuildValue("(is)", n, why);
+}
+
 static PyMethodDef core_methods[] = {
+    {"cuda_device_count", core_cuda_device_count, METH_NOARGS,
+     "(CUDA devices usable, why none when 0)"},
     {"read_regions", core_read_regions, METH_VARARGS,
      "read_regions(requests, out, width, height, rgb, threads) -> [status, ...]"},
     {"cache_set_capacity", core_cache_set_capacity, METH_O, "Set the tile cache's bytes."},

@@ -138,19 +138,28 @@ static PyObject *batch_new(sp_batch *b, const sp_loader_config *c, int64_t group
     return (PyObject *)self;
 }
 
-/* What a DLPack capsule carries: the tensor, its shape, and the Batch that owns the memory. */
+/* What a DLPack capsule carries: the tensor (one of the two ABIs), its shape, and the Batch that
+ * owns the memory. */
 typedef struct exported {
     sp_dl_managed_tensor managed;
+    sp_dl_managed_tensor_versioned versioned;
     int64_t shape[5];
     PyObject *owner;
 } exported;
 
-static void exported_delete(sp_dl_managed_tensor *m) {
-    exported *e = (exported *)m; /* managed is the first member */
+static void exported_free(exported *e) {
     PyGILState_STATE g = PyGILState_Ensure(); /* consumers may free tensors on any thread */
     Py_DECREF(e->owner);
     PyGILState_Release(g);
     PyMem_RawFree(e);
+}
+
+static void delete_managed(sp_dl_managed_tensor *m) {
+    exported_free(m->manager_ctx);
+}
+
+static void delete_versioned(sp_dl_managed_tensor_versioned *m) {
+    exported_free(m->manager_ctx);
 }
 
 static void capsule_destructor(PyObject *capsule) {
@@ -158,7 +167,20 @@ static void capsule_destructor(PyObject *capsule) {
     if (PyCapsule_IsValid(capsule, "dltensor")) {
         sp_dl_managed_tensor *m = PyCapsule_GetPointer(capsule, "dltensor");
         m->deleter(m);
+    } else if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        sp_dl_managed_tensor_versioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        m->deleter(m);
     }
+}
+
+/* Whether the consumer takes DLPack 1.x: max_version a tuple (major, minor), major >= 1. */
+static int wants_versioned(PyObject *max_version) {
+    if (max_version == Py_None || !PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) {
+        return 0;
+    }
+    long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+    PyErr_Clear();
+    return major >= 1;
 }
 
 static PyObject *batch_dlpack(core_batch *self, PyObject *args, PyObject *kwds) {
@@ -178,22 +200,29 @@ static PyObject *batch_dlpack(core_batch *self, PyObject *args, PyObject *kwds) 
         return PyErr_NoMemory();
     }
     memcpy(e->shape, self->shape, sizeof e->shape);
-    sp_dl_tensor *t = &e->managed.dl_tensor;
-    t->data = self->batch->data;
-    t->device.device_type = SP_DL_CPU; /* pinned memory is host memory: torch sees is_pinned() */
-    t->ndim = self->ndim;
-    t->dtype.code = self->dtype_code;
-    t->dtype.bits = self->dtype_bits;
-    t->dtype.lanes = 1;
-    t->shape = e->shape;
-    t->strides = NULL; /* compact, row-major */
+    sp_dl_tensor t = {0};
+    t.data = self->batch->data;
+    t.device.device_type = SP_DL_CPU; /* pinned memory is host memory: torch sees is_pinned() */
+    t.ndim = self->ndim;
+    t.dtype.code = self->dtype_code;
+    t.dtype.bits = self->dtype_bits;
+    t.dtype.lanes = 1;
+    t.shape = e->shape;
+    t.strides = NULL; /* compact, row-major */
     e->owner = (PyObject *)self;
     Py_INCREF(self);
-    e->managed.manager_ctx = e;
-    e->managed.deleter = exported_delete;
-    PyObject *capsule = PyCapsule_New(&e->managed, "dltensor", capsule_destructor);
+    PyObject *capsule;
+    if (wants_versioned(max_version)) {
+        e->versioned = (sp_dl_managed_tensor_versioned){
+            .version = {1, 0}, .manager_ctx = e, .deleter = delete_versioned, .dl_tensor = t};
+        capsule = PyCapsule_New(&e->versioned, "dltensor_versioned", capsule_destructor);
+    } else {
+        e->managed = (sp_dl_managed_tensor){.dl_tensor = t, .manager_ctx = e,
+                                            .deleter = delete_managed};
+        capsule = PyCapsule_New(&e->managed, "dltensor", capsule_destructor);
+    }
     if (capsule == NULL) {
-        exported_delete(&e->managed);
+        exported_free(e);
     }
     return capsule;
 }

@@ -1,7 +1,8 @@
-/* dlpack_abi.h — the DLPack tensor structures (the unversioned ABI of the DLPack specification,
- * dmlc/dlpack 0.x and 1.x "DLManagedTensor"), declared here with this project's names: a capsule
- * named "dltensor" carries a pointer to a managed tensor, which the consumer renames
- * "used_dltensor" and frees with its deleter when done. Only what _loader.c exports is named. */
+/* dlpack_abi.h — the DLPack tensor structures of the DLPack specification, declared here with
+ * this project's names: the unversioned managed tensor (capsule "dltensor") and the versioned one
+ * of DLPack 1.x (capsule "dltensor_versioned", which also says whether the memory is read-only).
+ * The consumer renames the capsule "used_..." and frees the tensor with its deleter when done.
+ * Only what _loader.c exports is named. */
 #ifndef SP_PYTHON_DLPACK_ABI_H
 #define SP_PYTHON_DLPACK_ABI_H
 
@@ -36,5 +37,19 @@ typedef struct sp_dl_managed_tensor {
     void *manager_ctx;
     void (*deleter)(struct sp_dl_managed_tensor *self);
 } sp_dl_managed_tensor;
+
+/* DLPack 1.x: the version first, so a consumer can check it before reading the rest. */
+typedef struct sp_dl_version {
+    uint32_t major;
+    uint32_t minor;
+} sp_dl_version;
+
+typedef struct sp_dl_managed_tensor_versioned {
+    sp_dl_version version;
+    void *manager_ctx;
+    void (*deleter)(struct sp_dl_managed_tensor_versioned *self);
+    uint64_t flags; /* bit 0: read-only; bit 1: a copy */
+    sp_dl_tensor dl_tensor;
+} sp_dl_managed_tensor_versioned;
 
 #endif

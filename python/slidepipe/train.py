@@ -14,6 +14,8 @@ comes from (seed, epoch): the same seed gives the same patches in the same order
 flips and colours, on any number of threads.
 """
 
+import os
+
 import numpy as np
 
 from . import _core
@@ -192,7 +194,7 @@ class PatchSampler:
         failure raise or, with on_error="skip", note it in skipped."""
         from . import Slide  # the package imports this module first
 
-        path = getattr(s, "path", s)
+        path = str(getattr(s, "path", s))
         opened = None
         try:
             if not isinstance(s, Slide):
@@ -204,8 +206,8 @@ class PatchSampler:
             if opened is not None:
                 opened.close()
             if self.on_error == "raise":
-                raise type(e)(f"{path}: {e}") if path not in str(e) else e
-            self.skipped.append((str(path), str(e)))
+                raise _naming(e, path) from e
+            self.skipped.append((path, str(e)))
             return
         if opened is not None:
             self._owned.append(opened)
@@ -364,11 +366,21 @@ class PatchSampler:
         self.close()
 
 
+def _naming(error, path):
+    """`error`, or one like it whose message starts with the slide's path when it did not name
+    it (a SlidepipeError keeps its code and status)."""
+    if path in str(error) or os.path.basename(path) in str(error):
+        return error
+    named = type(error)(f"{path}: {error}")
+    for attr in ("code", "status"):
+        if hasattr(error, attr):
+            setattr(named, attr, getattr(error, attr))
+    return named
+
+
 def _rank_and_world(rank, world_size):
     """(rank, world size): as given, else torchrun's RANK/WORLD_SIZE, else Slurm's
     SLURM_PROCID/SLURM_NTASKS, else (0, 1)."""
-    import os
-
     if world_size is None:
         for r, w in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
             if r in os.environ and w in os.environ:
