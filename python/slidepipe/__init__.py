@@ -26,11 +26,13 @@ import numpy as np
 from . import _core
 from . import stores, train
 from .stores import VerifyResult, convert, process, verify  # noqa: F401
+from .labels import Annotations  # noqa: F401
 from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
                     normalize_stains)
 
 __all__ = ["open", "Slide", "Level", "read_regions", "set_cache_capacity", "cache_stats",
-           "SlidepipeError", "BatchError", "__version__", *stores.__all__, *train.__all__]
+           "SlidepipeError", "BatchError", "__version__", "Annotations", *stores.__all__,
+           *train.__all__]
 
 __version__ = _core.version
 SlidepipeError = _core.Error
