@@ -65,7 +65,11 @@ class Annotations:
         """The label map of a window: (height, width) uint8 whose pixel (i, j) is the label at
         level-0 point (x + (i + 0.5) * downsample, y + (j + 0.5) * downsample). ``width`` and
         ``height`` default to reaching the annotations' right and bottom bounds from (x, y)."""
-        if width is None or height is None:
+        usable = isinstance(downsample, (int, float)) and math.isfinite(downsample) \
+            and downsample > 0  # otherwise the library refuses it, whatever the size
+        if (width is None or height is None) and not usable:
+            width, height = width or 0, height or 0
+        elif width is None or height is None:
             bx, by = (self.bounds[2], self.bounds[3]) if self.bounds is not None else (x, y)
             if width is None:
                 width = max(0, math.ceil((bx - x) / downsample))

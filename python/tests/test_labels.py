@@ -288,6 +288,8 @@ def test_bad_window_arguments(shapes):
         shapes.rasterize(0.0, width=4, height=4)
     with pytest.raises(slidepipe.SlidepipeError):
         shapes.rasterize(float("nan"), width=4, height=4)
+    with pytest.raises(slidepipe.SlidepipeError):
+        shapes.rasterize(-2.0)  # the default size is not computed from a bad downsample
     with pytest.raises(ValueError):
         shapes.rasterize(1.0, width=-1, height=4)
     assert shapes.rasterize(1.0, width=0, height=3).shape == (3, 0)

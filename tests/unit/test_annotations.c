@@ -119,11 +119,11 @@ static void test_geojson_forms(void) {
     sp_annotations_free(a);
 }
 
-#define OK_FEATURE                                                                             \
-    "{\"type\":\"Feature\",\"properties\":{\"name\":\"good\"},\"geometry\":{\"type\":"         \
+#define OK_FEATURE                                                                                 \
+    "{\"type\":\"Feature\",\"properties\":{\"name\":\"good\"},\"geometry\":{\"type\":"             \
     "\"Polygon\",\"coordinates\":[[[0,0],[1,0],[0,1]]]}}"
-#define BAD_POLY(coords)                                                                       \
-    "[" OK_FEATURE ",{\"type\":\"Feature\",\"properties\":{\"name\":\"bad\",\"classification\":" \
+#define BAD_POLY(coords)                                                                           \
+    "[" OK_FEATURE ",{\"type\":\"Feature\",\"properties\":{\"name\":\"bad\",\"classification\":"   \
     "{\"name\":\"T\"}},\"geometry\":{\"type\":\"Polygon\",\"coordinates\":" coords "}}]"
 
 static void test_geojson_errors(void) {
@@ -223,9 +223,9 @@ static void test_asap(void) {
     sp_annotations_free(a);
 }
 
-#define ASAP_BAD(type, coords)                                                                 \
-    "<ASAP_Annotations><Annotations><Annotation Name=\"bad\" Type=\"" type                     \
-    "\" PartOfGroup=\"g\"><Coordinates>" coords "</Coordinates></Annotation></Annotations>"    \
+#define ASAP_BAD(type, coords)                                                                     \
+    "<ASAP_Annotations><Annotations><Annotation Name=\"bad\" Type=\"" type                         \
+    "\" PartOfGroup=\"g\"><Coordinates>" coords "</Coordinates></Annotation></Annotations>"        \
     "</ASAP_Annotations>"
 
 static void test_asap_errors(void) {
@@ -243,8 +243,8 @@ static void test_asap_errors(void) {
     expect_fail(ASAP_BAD("Circle", ""), SP_E_UNSUPPORTED, "unsupported Type \"Circle\"");
     expect_fail("<ASAP_Annotations><Annotation Name=\"n\"/></ASAP_Annotations>", SP_E_CORRUPT,
                 "no Type");
-    expect_fail("<ASAP_Annotations><Annotation Type=\"Polygon\"/></ASAP_Annotations>",
-                SP_E_CORRUPT, "no coordinates");
+    expect_fail("<ASAP_Annotations><Annotation Type=\"Polygon\"/></ASAP_Annotations>", SP_E_CORRUPT,
+                "no coordinates");
     expect_fail("<ASAP_Annotations><Annotation Type=\"Dot\"><Annotation Type=\"Dot\"/>"
                 "</Annotation></ASAP_Annotations>",
                 SP_E_CORRUPT, "inside an Annotation");
@@ -332,21 +332,24 @@ static uint8_t label_at(const sp_annotations *a, double px, double py) {
 static void test_raster_hand(void) {
     /* A square [0.2, 3.8]^2 covers centres 0.5..3.5; a hole [1.2, 2.8]^2 covers 1.5, 2.5; a
      * later triangle of class 2 over the square's top-right. */
-    const char *doc =
-        "[{\"type\":\"Feature\",\"properties\":{\"name\":\"sq\"},\"geometry\":{\"type\":\"Polygon\","
-        "\"coordinates\":[[[0.2,0.2],[3.8,0.2],[3.8,3.8],[0.2,3.8]],"
-        "[[1.2,1.2],[2.8,1.2],[2.8,2.8],[1.2,2.8]]]}},"
-        "{\"type\":\"Feature\",\"properties\":{\"name\":\"tri\"},\"geometry\":{\"type\":\"Polygon\","
-        "\"coordinates\":[[[3.1,0.1],[5.9,0.1],[5.9,1.9]]]}}]";
+    const char *doc = "[{\"type\":\"Feature\",\"properties\":{\"name\":\"sq\"},\"geometry\":{"
+                      "\"type\":\"Polygon\","
+                      "\"coordinates\":[[[0.2,0.2],[3.8,0.2],[3.8,3.8],[0.2,3.8]],"
+                      "[[1.2,1.2],[2.8,1.2],[2.8,2.8],[1.2,2.8]]]}},"
+                      "{\"type\":\"Feature\",\"properties\":{\"name\":\"tri\"},\"geometry\":{"
+                      "\"type\":\"Polygon\","
+                      "\"coordinates\":[[[3.1,0.1],[5.9,0.1],[5.9,1.9]]]}}]";
     sp_annotations *a = NULL;
     sp_err err = {0};
     CHECK_EQ_INT(parse(doc, &a, &err), SP_OK);
     if (a == NULL) {
         return;
     }
-    static const uint8_t want[5][7] = {
-        {1, 1, 1, 1, 2, 2, 0}, {1, 0, 0, 1, 0, 2, 0}, {1, 0, 0, 1, 0, 0, 0},
-        {1, 1, 1, 1, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}};
+    static const uint8_t want[5][7] = {{1, 1, 1, 1, 2, 2, 0},
+                                       {1, 0, 0, 1, 0, 2, 0},
+                                       {1, 0, 0, 1, 0, 0, 0},
+                                       {1, 1, 1, 1, 0, 0, 0},
+                                       {0, 0, 0, 0, 0, 0, 0}};
     uint8_t out[5][9];
     memset(out, 0xEE, sizeof out);
     CHECK_EQ_INT(sp_annotations_rasterize(a, 1.0, 0, 0, 7, 5, &out[0][0], 9), SP_OK);
@@ -371,8 +374,7 @@ static void test_raster_hand(void) {
     /* Arguments. */
     CHECK_EQ_INT(sp_annotations_rasterize(a, 0, 0, 0, 1, 1, &w2[0][0], 1), SP_E_INVALID_ARG);
     CHECK_EQ_INT(sp_annotations_rasterize(a, NAN, 0, 0, 1, 1, &w2[0][0], 1), SP_E_INVALID_ARG);
-    CHECK_EQ_INT(sp_annotations_rasterize(a, 1, INFINITY, 0, 1, 1, &w2[0][0], 1),
-                 SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_annotations_rasterize(a, 1, INFINITY, 0, 1, 1, &w2[0][0], 1), SP_E_INVALID_ARG);
     CHECK_EQ_INT(sp_annotations_rasterize(a, 1, 0, 0, 2, 1, &w2[0][0], 1), SP_E_INVALID_ARG);
     CHECK_EQ_INT(sp_annotations_rasterize(a, 1, 0, 0, 1, 1, NULL, 1), SP_E_INVALID_ARG);
     CHECK_EQ_INT(sp_annotations_rasterize(a, 1, 0, 0, 1, INT64_MAX, &w2[0][0], INT64_MAX),

@@ -55,8 +55,8 @@ sp_status sp_ann_fail(const sp_annotations *a, sp_err *err, sp_status status, co
     return st;
 }
 
-sp_status sp_ann_fail_at(const sp_annotations *a, sp_err *err, sp_status status,
-                         size_t file_index, const char *fmt, ...) {
+sp_status sp_ann_fail_at(const sp_annotations *a, sp_err *err, sp_status status, size_t file_index,
+                         const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     sp_status st = vfail(a, err, status, true, file_index, "", NULL, fmt, ap);
@@ -92,8 +92,7 @@ static bool grow(void **items, size_t n, size_t *cap, size_t size) {
     return true;
 }
 
-sp_status sp_ann_begin_feature(sp_annotations *a, const char *cls, const char *name,
-                               sp_err *err) {
+sp_status sp_ann_begin_feature(sp_annotations *a, const char *cls, const char *name, sp_err *err) {
     if (a->seen >= SP_ANN_MAX_FEATURES) {
         return sp_ann_fail(a, err, SP_E_LIMIT, "more than %zu features", SP_ANN_MAX_FEATURES);
     }
@@ -119,8 +118,7 @@ sp_status sp_ann_begin_feature(sp_annotations *a, const char *cls, const char *n
 sp_status sp_ann_add_polygon(sp_annotations *a, sp_err *err) {
     sp_ann_feature *f = &a->features[a->n_features - 1];
     size_t cap = f->cap_polys;
-    if (f->n_polys == UINT32_MAX ||
-        !grow((void **)&f->polys, f->n_polys, &cap, sizeof *f->polys)) {
+    if (f->n_polys == UINT32_MAX || !grow((void **)&f->polys, f->n_polys, &cap, sizeof *f->polys)) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
     f->cap_polys = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
@@ -170,8 +168,7 @@ sp_status sp_ann_add_ring(sp_annotations *a, const double *xy, size_t n, sp_err 
                            (unsigned long long)SP_ANN_MAX_POINTS);
     }
     size_t cap = p->cap_rings;
-    if (p->n_rings == UINT32_MAX ||
-        !grow((void **)&p->rings, p->n_rings, &cap, sizeof *p->rings)) {
+    if (p->n_rings == UINT32_MAX || !grow((void **)&p->rings, p->n_rings, &cap, sizeof *p->rings)) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
     p->cap_rings = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
@@ -282,8 +279,7 @@ static sp_status read_whole(const char *path, char **out, size_t *len, sp_err *e
     char *buf = NULL;
     if (size > SP_ANN_MAX_FILE_BYTES) {
         st = sp_err_set(err, SP_E_LIMIT, "%s: %llu bytes exceed the annotation file limit of %llu",
-                        path, (unsigned long long)size,
-                        (unsigned long long)SP_ANN_MAX_FILE_BYTES);
+                        path, (unsigned long long)size, (unsigned long long)SP_ANN_MAX_FILE_BYTES);
     } else if ((buf = malloc((size_t)size + 1)) == NULL) {
         st = sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
     } else {
@@ -300,8 +296,7 @@ static sp_status read_whole(const char *path, char **out, size_t *len, sp_err *e
     return SP_OK;
 }
 
-sp_status sp_annotations_load(const char *path, sp_annotations **out, char *err,
-                              size_t err_len) {
+sp_status sp_annotations_load(const char *path, sp_annotations **out, char *err, size_t err_len) {
     sp_err e = {0};
     sp_status st;
     if (out != NULL) {

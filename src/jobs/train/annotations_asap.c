@@ -64,8 +64,8 @@ static size_t line_of(const asap *x, size_t at) {
 }
 
 static sp_status bad_xml(const asap *x, const char *what, sp_err *err) {
-    return sp_ann_fail(x->a, err, SP_E_CORRUPT, "invalid XML at line %zu: %s",
-                       line_of(x, x->pos), what);
+    return sp_ann_fail(x->a, err, SP_E_CORRUPT, "invalid XML at line %zu: %s", line_of(x, x->pos),
+                       what);
 }
 
 static bool starts(const asap *x, const char *lit) {
@@ -126,7 +126,7 @@ static bool decode(const attr *at, char out[MAX_VALUE + 1]) {
                 bool hex = s[1] == 'x';
                 for (size_t k = hex ? 2 : 1; k < n; k++) {
                     char d = s[k];
-                    int v = d >= '0' && d <= '9'           ? d - '0'
+                    int v = d >= '0' && d <= '9'          ? d - '0'
                             : hex && d >= 'a' && d <= 'f' ? d - 'a' + 10
                             : hex && d >= 'A' && d <= 'F' ? d - 'A' + 10
                                                           : -1;
@@ -211,8 +211,8 @@ bool sp_ann_parse_decimal(const char *text, size_t len, double *out) {
 }
 
 /* A numeric attribute; *present false when it is absent. */
-static sp_status number_attr(asap *x, const attr *attrs, size_t n, const char *name,
-                             bool *present, double *out, sp_err *err) {
+static sp_status number_attr(asap *x, const attr *attrs, size_t n, const char *name, bool *present,
+                             double *out, sp_err *err) {
     const attr *at = find_attr(attrs, n, name);
     *present = at != NULL;
     if (at == NULL) {
@@ -240,8 +240,7 @@ static sp_status start_annotation(asap *x, const attr *attrs, size_t n, sp_err *
                               "an attribute has a bad entity reference or is over %d bytes",
                               MAX_VALUE);
     }
-    sp_status st =
-        sp_ann_begin_feature(x->a, strcmp(group, "None") == 0 ? NULL : group, name, err);
+    sp_status st = sp_ann_begin_feature(x->a, strcmp(group, "None") == 0 ? NULL : group, name, err);
     if (st != SP_OK) {
         return st;
     }

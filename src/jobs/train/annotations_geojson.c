@@ -101,8 +101,8 @@ static sp_status geometry(gj *g, const cJSON *geom, bool nested, unsigned *poly,
                            type_name(geom));
     }
     const char *t = type->valuestring;
-    if (strcmp(t, "Point") == 0 || strcmp(t, "MultiPoint") == 0 ||
-        strcmp(t, "LineString") == 0 || strcmp(t, "MultiLineString") == 0) {
+    if (strcmp(t, "Point") == 0 || strcmp(t, "MultiPoint") == 0 || strcmp(t, "LineString") == 0 ||
+        strcmp(t, "MultiLineString") == 0) {
         return SP_OK; /* no area */
     }
     if (strcmp(t, "GeometryCollection") == 0 && !nested) {
@@ -123,8 +123,8 @@ static sp_status geometry(gj *g, const cJSON *geom, bool nested, unsigned *poly,
     const cJSON *coords = member(geom, "coordinates");
     bool multi = strcmp(t, "MultiPolygon") == 0;
     if (!multi && strcmp(t, "Polygon") != 0) {
-        return sp_ann_fail(g->a, err, SP_E_UNSUPPORTED, "unsupported geometry type \"%.40s\"%s",
-                           t, nested ? " in a GeometryCollection" : "");
+        return sp_ann_fail(g->a, err, SP_E_UNSUPPORTED, "unsupported geometry type \"%.40s\"%s", t,
+                           nested ? " in a GeometryCollection" : "");
     }
     if (coords == NULL) {
         return sp_ann_fail(g->a, err, SP_E_CORRUPT, "the %s has no \"coordinates\"", t);
@@ -160,8 +160,8 @@ static sp_status feature(gj *g, const cJSON *f, size_t index, sp_err *err) {
     const char *name = NULL, *cls = NULL;
     if (!absent(props)) {
         if (!cJSON_IsObject(props)) {
-            return sp_ann_fail_at(a, err, SP_E_CORRUPT, index, "\"properties\" is %s, not an object",
-                                  type_name(props));
+            return sp_ann_fail_at(a, err, SP_E_CORRUPT, index,
+                                  "\"properties\" is %s, not an object", type_name(props));
         }
         const cJSON *n = member(props, "name");
         if (!absent(n) && !cJSON_IsString(n)) {

@@ -62,8 +62,7 @@ sp_status sp_ann_create(const char *source, sp_annotations **out, sp_err *err);
 
 /* Start the next feature of the file with class name `cls` (NULL or "" means "unclassified")
  * and feature name `name` (NULL means none). SP_E_LIMIT past SP_ANN_MAX_FEATURES. */
-sp_status sp_ann_begin_feature(sp_annotations *a, const char *cls, const char *name,
-                               sp_err *err);
+sp_status sp_ann_begin_feature(sp_annotations *a, const char *cls, const char *name, sp_err *err);
 
 /* Start a polygon of the open feature; its first ring is the exterior. */
 sp_status sp_ann_add_polygon(sp_annotations *a, sp_err *err);
@@ -79,13 +78,12 @@ sp_status sp_ann_end_feature(sp_annotations *a, sp_err *err);
 
 /* Record `status` with "SOURCE: feature I ("NAME", class "CLASS"): MESSAGE" for the open
  * feature, or "SOURCE: MESSAGE" when none is open. Returns `status`. */
-sp_status sp_ann_fail(const sp_annotations *a, sp_err *err, sp_status status, const char *fmt,
-                      ...) __attribute__((format(printf, 4, 5)));
+sp_status sp_ann_fail(const sp_annotations *a, sp_err *err, sp_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* As sp_ann_fail, for the feature at `file_index` that has not been begun. */
-sp_status sp_ann_fail_at(const sp_annotations *a, sp_err *err, sp_status status,
-                         size_t file_index, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+sp_status sp_ann_fail_at(const sp_annotations *a, sp_err *err, sp_status status, size_t file_index,
+                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Parse an annotation file from memory (`len` bytes; need not be NUL-terminated), the format by
  * content; messages name `source`. On failure *out is NULL. */

@@ -115,9 +115,8 @@ static void fill_polygon(const sp_ann_polygon *p, uint8_t cls, scratch *s, doubl
 sp_status sp_annotations_rasterize(const sp_annotations *ann, double downsample, double x0,
                                    double y0, int64_t width, int64_t height, uint8_t *labels,
                                    int64_t stride) {
-    if (ann == NULL || !isfinite(downsample) || downsample <= 0 || !isfinite(x0) ||
-        !isfinite(y0) || width < 0 || height < 0 || stride < width ||
-        (labels == NULL && width > 0 && height > 0)) {
+    if (ann == NULL || !isfinite(downsample) || downsample <= 0 || !isfinite(x0) || !isfinite(y0) ||
+        width < 0 || height < 0 || stride < width || (labels == NULL && width > 0 && height > 0)) {
         return SP_E_INVALID_ARG;
     }
     if (width == 0 || height == 0) {
