@@ -796,6 +796,71 @@ SP_API sp_status sp_loader_get_stats(sp_loader *loader, sp_loader_stats *stats);
  * handed out stay valid). NULL is accepted. */
 SP_API void sp_loader_destroy(sp_loader *loader);
 
+/* ---- Annotations: labels for training ---------------------------------------------------- */
+
+/* Annotations drawn on a slide (QuPath's GeoJSON export, ASAP's XML), turned into label maps for
+ * training (docs/labels.md). An annotation set is a list of features in file order, each with a
+ * class name and an area: one or more polygons, each an exterior ring and any holes, in level-0
+ * pixel coordinates. Classes are numbered 1..n in the order their names first appear among the
+ * kept features; 0 is the background. Point and line features carry no area: they are skipped
+ * and counted (sp_annotations_skipped). A loaded set is read-only: every getter and
+ * sp_annotations_rasterize may be called from many threads at once. */
+typedef struct sp_annotations sp_annotations;
+
+/* Load the annotations in the file at `path` (a local path, http(s):// URL or s3:// URI). The
+ * format is told by the content: JSON is GeoJSON (a FeatureCollection, an array of Features or
+ * one Feature), XML is ASAP's. On success *out is a new set (free it with sp_annotations_free).
+ * On failure *out is NULL and `err` (when not NULL; NUL-terminated, truncated to `err_len`)
+ * says why; an invalid feature's message names the file and the feature (its 0-based index in
+ * the file, its name and its class). SP_E_IO when the file cannot be read, SP_E_CORRUPT for
+ * malformed JSON or XML or an invalid geometry (a ring with fewer than 3 distinct points, a
+ * coordinate that is not finite or exceeds 2^40 in magnitude, a missing or mistyped member),
+ * SP_E_UNSUPPORTED for a file that is neither format or an unknown geometry type, SP_E_LIMIT
+ * past the limits docs/labels.md lists (file size, features, points, 255 classes). */
+SP_API sp_status sp_annotations_load(const char *path, sp_annotations **out, char *err,
+                                     size_t err_len);
+
+/* Free an annotation set; NULL is accepted. */
+SP_API void sp_annotations_free(sp_annotations *ann);
+
+/* The number of classes n (the background not counted); -1 for NULL. */
+SP_API int64_t sp_annotations_class_count(const sp_annotations *ann);
+
+/* The name of class `index`: 1..n as numbered above, 0 gives "background"; NULL for any other
+ * index or a NULL set. The string belongs to the set and lives until sp_annotations_free. */
+SP_API const char *sp_annotations_class_name(const sp_annotations *ann, int64_t index);
+
+/* The number of features kept (those with an area); -1 for NULL. */
+SP_API int64_t sp_annotations_feature_count(const sp_annotations *ann);
+
+/* The class index (1..n) of kept feature `index` (0-based, file order among kept features), or
+ * -1 for an index out of range or a NULL set. */
+SP_API int64_t sp_annotations_feature_class(const sp_annotations *ann, int64_t index);
+
+/* The number of features skipped because they carry no area (points, lines, a null geometry);
+ * -1 for NULL. */
+SP_API int64_t sp_annotations_skipped(const sp_annotations *ann);
+
+/* The bounding box of every kept polygon's vertices in level-0 pixels. SP_E_NOT_FOUND (and
+ * zeros) when the set has no feature, SP_E_INVALID_ARG for NULL pointers. */
+SP_API sp_status sp_annotations_bounds(const sp_annotations *ann, double *x_min, double *y_min,
+                                       double *x_max, double *y_max);
+
+/* Paint the label map of a window: `width` x `height` bytes, row j at labels + j * stride. Pixel
+ * (i, j) stands for level-0 point (x0 + (i + 0.5) * downsample, y0 + (j + 0.5) * downsample),
+ * its centre; it takes the class index of the last feature in file order with a polygon that
+ * contains that point by the even-odd rule over the polygon's rings (so holes are cut out),
+ * and 0 where none does. An edge counts for the rows whose centre y lies in [min(ya, yb),
+ * max(ya, yb)), and a centre lies inside when an odd number of the polygon's edge crossings of
+ * its row lie strictly right of it (docs/labels.md). The time is O(edges x rows) at most, plus
+ * the pixels painted. SP_E_INVALID_ARG for a NULL set, a downsample that is not finite and
+ * positive, an origin that is not finite, a negative size, stride < width or NULL labels with
+ * a non-empty window; SP_E_NOMEM when scratch memory cannot be had (the window is then zero).
+ * Thread-safe (the set is only read). */
+SP_API sp_status sp_annotations_rasterize(const sp_annotations *ann, double downsample, double x0,
+                                          double y0, int64_t width, int64_t height,
+                                          uint8_t *labels, int64_t stride);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
 /* _core.h — what the extension's C files share: the Slide object, raising a status as
- * SlidepipeError, and the module functions of _stores.c (convert, process, verify) and
- * _loader.c (the training loader). */
+ * SlidepipeError, and the module functions of _stores.c (convert, process, verify), _loader.c
+ * (the training loader) and _annotations.c (annotation files into label maps). */
 #ifndef SP_PYTHON_CORE_H
 #define SP_PYTHON_CORE_H
 
@@ -39,5 +39,9 @@ extern PyMethodDef loader_methods[];
  * constants (CONVERT_CHUNK, ..., and CODECS, the codec names; 0 or -1 with an exception set). */
 extern PyMethodDef store_methods[];
 int add_store_constants(PyObject *m);
+
+/* annotations_load, annotations_info and annotations_rasterize (_annotations.c), behind
+ * slidepipe/labels.py. */
+extern PyMethodDef annotation_methods[];
 
 #endif

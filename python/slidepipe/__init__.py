@@ -28,12 +28,13 @@ from . import _core
 from . import loader, stores, train
 from .loader import BatchFormat, read_image, read_patches  # noqa: F401
 from .stores import VerifyResult, convert, process, verify  # noqa: F401
+from .labels import Annotations  # noqa: F401
 from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
                     normalize_stains)
 
 __all__ = ["open", "Slide", "Level", "read_regions", "set_cache_capacity", "cache_stats",
            "SlidepipeError", "BatchError", "__version__", "BatchFormat", "read_image", "read_patches",
-           *stores.__all__, *train.__all__]
+           "Annotations", *stores.__all__, *train.__all__]
 
 __version__ = _core.version
 SlidepipeError = _core.Error
