@@ -124,8 +124,12 @@ def test_reference_over_zarr_levels(run, info, tmp_path):
     want = reference_pixel_hash(levels)
     assert recorded(info, store) == want
     assert pixel_hash(run, store) == want
-    # Level 0 of the store is the slide's level 0, and the slide has one level.
+    # Level 0 of the store is the slide's level 0, and the slide has one level: a one-level store
+    # of it shares the slide's pixel hash.
     assert pixel_hash(run, need(SMALL)) == reference_pixel_hash(levels[:1])
+    one = tmp_path / "one.zarr"
+    convert(run, need(SMALL), one, "--levels", "1", "--codec", "gzip")
+    assert recorded(info, one) == pixel_hash(run, need(SMALL))
 
 
 # Every lossless codec, chunk sizes that do and do not divide the 256-pixel block grid, codec
