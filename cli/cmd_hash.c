@@ -51,8 +51,8 @@ int cmd_hash(int argc, char **argv) {
     }
     bool tty = isatty(STDERR_FILENO);
     char hex[65], err[1024];
-    sp_status st = sp_pixel_hash(slide, (int)threads, hex, tty ? cli_progress_show : NULL, &ps,
-                                 err, sizeof err);
+    sp_status st = sp_pixel_hash(slide, (int)threads, hex, tty ? cli_progress_show : NULL, &ps, err,
+                                 sizeof err);
     if (ps.shown) {
         fputc('\n', stderr);
     }

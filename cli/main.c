@@ -17,7 +17,7 @@ static const struct {
     {"associated", cmd_associated, "write an associated image (label, macro, ...) as PNG"},
     {"synth", cmd_synth, "write a synthetic H&E example slide"},
     {"convert", cmd_convert, "convert a slide into an OME-Zarr pyramid with a dataset hash"},
-    {"verify", cmd_verify, "re-hash a converted OME-Zarr store against its manifest and pixel hash"},
+    {"verify", cmd_verify, "re-hash a converted store against its manifest and pixel hash"},
     {"hash", cmd_hash, "print the pixel hash of a slide or store (decoded pixels only)"},
     {"process", cmd_process, "run an op (sobel, gaussian, od, grey, macenko) over a level into OME-Zarr"},
     {"gpu", cmd_gpu, "show the CUDA devices and GPU libraries slidepipe can use"},

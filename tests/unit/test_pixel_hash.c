@@ -16,7 +16,7 @@
 
 #define LEVELS 2
 static const int64_t W[LEVELS] = {700, 301}, H[LEVELS] = {530, 257};
-static uint8_t *rgb[LEVELS]; /* interleaved */
+static uint8_t *rgb[LEVELS];    /* interleaved */
 static uint8_t *planes[LEVELS]; /* the same pixels as three planes */
 
 static uint64_t rng = 88172645463325252ull;

@@ -270,8 +270,8 @@ typedef struct converter {
     level_state *levels;
     pool *pool;
     int n_workers;
-    uint8_t **scratch; /* per worker: one chunk, laid out for the store */
-    uint8_t **pixels;  /* per worker, layout c,y,x: one chunk of RGB read from the slide */
+    uint8_t **scratch;       /* per worker: one chunk, laid out for the store */
+    uint8_t **pixels;        /* per worker, layout c,y,x: one chunk of RGB read from the slide */
     sp_pixel_hasher *hasher; /* every level's pixels, as the chunks are written */
     char pixel_hash[65];
 

@@ -273,7 +273,8 @@ static sp_status hash_chunk(process_ctx *p, int64_t row, int64_t col, const uint
     int64_t n = p->chunk, x = col * n, y = row * n;
     int64_t w = p->width - x < n ? p->width - x : n, h = p->height - y < n ? p->height - y : n;
     bool grey = p->op->channels == 1;
-    const uint8_t *planes[3] = {chunk, grey ? chunk : chunk + n * n, grey ? chunk : chunk + 2 * n * n};
+    const uint8_t *planes[3] = {chunk, grey ? chunk : chunk + n * n,
+                                grey ? chunk : chunk + 2 * n * n};
     return sp_pixel_hasher_put(p->hasher, 0, x, y, w, h, planes, 1, n, err);
 }
 

@@ -19,8 +19,7 @@
 
 static sp_status check_pixels(const char *zarr_path,
                               void (*report)(void *user, const char *path, const char *problem),
-                              void *report_user, int64_t *problems, char *pixel_hash,
-                              sp_err *err) {
+                              void *report_user, int64_t *problems, char *pixel_hash, sp_err *err) {
     sp_slide *slide = NULL;
     if (sp_slide_open(zarr_path, &slide, NULL, 0) != SP_OK) {
         /* Not a store the slide layer reads; its files were checked. */
@@ -54,14 +53,13 @@ static sp_status check_pixels(const char *zarr_path,
 
 sp_status sp_zarr_verify(const char *zarr_path,
                          void (*report)(void *user, const char *path, const char *problem),
-                         void *report_user, int64_t *problems, char *dataset_hash,
-                         char *pixel_hash, char *errbuf, size_t err_len) {
+                         void *report_user, int64_t *problems, char *dataset_hash, char *pixel_hash,
+                         char *errbuf, size_t err_len) {
     sp_err err = {0};
     char pixels[65] = "";
     int64_t count = 0;
-    sp_status st = sp_zarr_verify_files(zarr_path, report, report_user, problems != NULL ? &count
-                                                                                        : NULL,
-                                        dataset_hash, &err);
+    sp_status st = sp_zarr_verify_files(zarr_path, report, report_user,
+                                        problems != NULL ? &count : NULL, dataset_hash, &err);
     if (st == SP_OK) {
         st = check_pixels(zarr_path, report, report_user, &count, pixels, &err);
     }
