@@ -103,6 +103,7 @@ int cmd_associated(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_hash(int argc, char **argv);
 int cmd_process(int argc, char **argv);
 int cmd_gpu(int argc, char **argv);
 int cmd_spectrum(int argc, char **argv);

@@ -51,6 +51,11 @@ static int print_json(sp_slide *slide) {
     if (dataset_hash != NULL) {
         cJSON_AddStringToObject(root, "dataset_hash", dataset_hash);
     }
+    /* The pixel hash the writer recorded (docs/pixel-hash.md); `slidepipe hash` recomputes it. */
+    const char *pixel_hash = sp_slide_property_value(slide, "slidepipe.pixel-hash");
+    if (pixel_hash != NULL) {
+        cJSON_AddStringToObject(root, "pixel_hash", pixel_hash);
+    }
     cJSON *assoc = cJSON_AddObjectToObject(root, "associated");
     for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
         const char *name = sp_slide_associated_name(slide, i);
@@ -78,6 +83,10 @@ static void print_text(sp_slide *slide, const char *path) {
     const char *dataset_hash = sp_slide_property_value(slide, "slidepipe.dataset-hash");
     if (dataset_hash != NULL) {
         printf("  dataset hash: %s\n", dataset_hash);
+    }
+    const char *pixel_hash = sp_slide_property_value(slide, "slidepipe.pixel-hash");
+    if (pixel_hash != NULL) {
+        printf("  pixel hash (recorded): %s\n", pixel_hash);
     }
     printf("  levels: %d\n", sp_slide_level_count(slide));
     for (int32_t i = 0; i < sp_slide_level_count(slide); i++) {

@@ -253,12 +253,40 @@ SP_API sp_status sp_convert_to_zarr(sp_slide *slide, const char *out_path,
 
 /* Re-hash every file the manifest of the Zarr folder (or http(s):// or s3:// prefix) lists.
  * `report` (may be NULL) is called for each missing or changed file with its path and "missing"
- * or "changed". On success *problems holds the count; `dataset_hash` (65 bytes, may be NULL)
- * receives the manifest's hash. */
+ * or "changed". When the store records a pixel hash (stores of sp_convert_to_zarr, and of
+ * sp_process_to_zarr with uint8 output), the store is then opened as a slide and its pixel hash
+ * recomputed from the pixels (sp_pixel_hash on all cores): a different hash is reported as
+ * ("pixel_hash", "changed"), pixels that cannot be read back as ("pixel_hash", "unreadable").
+ * On success *problems holds the count; `dataset_hash` (65 bytes, may be NULL) receives the
+ * manifest's hash and `pixel_hash` (65 bytes, may be NULL) the recomputed pixel hash, or "" when
+ * the store records none or its pixels could not be read. */
 SP_API sp_status sp_zarr_verify(const char *zarr_path, void (*report)(void *user, const char *path,
                                                                      const char *problem),
                                 void *report_user, int64_t *problems, char *dataset_hash,
-                                char *err, size_t err_len);
+                                char *pixel_hash, char *err, size_t err_len);
+
+/* ---- Pixel hash -------------------------------------------------------------------------- */
+
+/* The definition the pixel hash follows; its first bytes are hashed, so a future definition
+ * gives other hashes (docs/pixel-hash.md). */
+#define SP_PIXEL_HASH_DEFINITION "slidepipe-pixels-v1"
+
+/* The pixel hash of a slide or store: a SHA-256 of its levels' decoded pixels alone, so it does
+ * not change with the file name, properties, codec, compression level, chunk or tile size,
+ * container format or slidepipe version (the dataset hash does). Each level is read as RGB8
+ * exactly as sp_slide_read_region returns it (alpha is not part of it), in a fixed grid of
+ * 256 x 256 blocks from (0, 0), edge blocks cut to the level, so no pixel from outside a level
+ * enters; each block's SHA-256 goes, in row-major order after the level's width and height, into
+ * a level digest, and the level digests, after SP_PIXEL_HASH_DEFINITION and the level count, into
+ * the pixel hash. docs/pixel-hash.md gives the exact bytes.
+ * The blocks are read on up to `threads` threads (<= 0: one per core), each holding at most one
+ * 1024 x 1024 cell at a time; the result does not depend on the thread count. `progress` (may be
+ * NULL) is called, one call at a time, from worker threads with the blocks done of their total.
+ * On success `hex` (65 bytes) receives 64 lowercase hex digits; on failure it is "" and a message
+ * goes to `err` (the slide's read error, SP_E_NOMEM, or SP_E_INVALID_ARG for a NULL argument).
+ * Thread-safe like sp_slide_read_region. */
+SP_API sp_status sp_pixel_hash(sp_slide *slide, int threads, char *hex, sp_progress_fn progress,
+                               void *progress_user, char *err, size_t err_len);
 
 /* ---- Built-in example slide -------------------------------------------------------------- */
 

@@ -332,6 +332,21 @@ static PyObject *slide_stains(core_slide *self, PyObject *args) {
     return st == SP_OK ? stains_tuple(&s) : raise_status(st, err);
 }
 
+/* pixel_hash(threads) -> str: the slide's pixel hash (sp_pixel_hash), read without the GIL. */
+static PyObject *slide_pixel_hash(core_slide *self, PyObject *args) {
+    int threads;
+    if (!PyArg_ParseTuple(args, "i", &threads) || check_open(self)) {
+        return NULL;
+    }
+    char hex[65] = "", err[1024] = "";
+    self->readers++;
+    PyThreadState *ts = PyEval_SaveThread();
+    sp_status st = sp_pixel_hash(self->slide, threads, hex, NULL, NULL, err, sizeof err);
+    PyEval_RestoreThread(ts);
+    self->readers--;
+    return st == SP_OK ? PyUnicode_FromString(hex) : raise_status(st, err);
+}
+
 static PyMethodDef slide_methods[] = {
     {"close", (PyCFunction)slide_close, METH_NOARGS, "Close the slide (idempotent)."},
     {"format", (PyCFunction)slide_format, METH_NOARGS, "The format that opened the slide."},
@@ -353,6 +368,8 @@ static PyMethodDef slide_methods[] = {
      "tissue_mask(max_side) -> (bytes, width, height, downsample, threshold, fraction)"},
     {"stains", (PyCFunction)slide_stains, METH_VARARGS,
      "stains(max_side) -> ((h), (e), max_h, max_e)"},
+    {"pixel_hash", (PyCFunction)slide_pixel_hash, METH_VARARGS,
+     "pixel_hash(threads) -> the pixel hash, 64 hex digits"},
     {NULL, NULL, 0, NULL}};
 
 /* (clang-format would join the head macro, which ends in a comma, to the next line.) */

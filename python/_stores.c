@@ -192,7 +192,7 @@ static PyObject *core_verify(PyObject *module, PyObject *args) {
     char hash[65] = "", err[1024] = "";
     PyThreadState *ts = PyEval_SaveThread();
     sp_status st = sp_zarr_verify(PyBytes_AS_STRING(path_obj), collect_problem, &l, &count, hash,
-                                  err, sizeof err);
+                                  NULL, err, sizeof err);
     PyEval_RestoreThread(ts);
     Py_DECREF(path_obj);
     PyObject *list = st == SP_OK && !l.failed ? PyList_New(0) : NULL;

@@ -236,6 +236,13 @@ class Slide:
         """The slide's H&E Stains by Macenko's method, from its image `max_side` across."""
         return train.Stains(*self._core.stains(int(max_side)))
 
+    def pixel_hash(self, threads=0):
+        """The slide's pixel hash: 64 hex digits of a SHA-256 over its levels' decoded RGB8
+        pixels alone (docs/pixel-hash.md), the same for a slide and any lossless re-encoding of
+        it, whatever the file name, codec or chunking. `threads` (0: one per core) never changes
+        the result; the GIL is released while the pixels are read and hashed."""
+        return self._core.pixel_hash(int(threads))
+
 
 def open(path, *, mpp=None):
     """Open the slide at `path` (any format slidepipe reads; OME-Zarr too); `mpp` overrides its

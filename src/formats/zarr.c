@@ -20,8 +20,9 @@
  * store also keeps the chunk files sent for ahead of their reads (io/store_prefetch.h), which the
  * region painter announces (zarr_prefetch); both tables lock, so tiles can be read from any
  * number of threads. Group attributes under "slidepipe" (written by `slidepipe convert`) restore
- * the source slide's properties and associated images, and the completion marker of a converted
- * store gives "slidepipe.dataset-hash".
+ * the source slide's properties and associated images and give the pixel hash the writer recorded
+ * ("slidepipe.pixel-hash"), and the completion marker of a converted store gives
+ * "slidepipe.dataset-hash".
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 
 #define KEY_MAX 256
 #define DATASET_HASH "slidepipe.dataset-hash"
+#define PIXEL_HASH "slidepipe.pixel-hash"
 
 typedef struct zarr_array {
     char *dir;   /* the array's folder */
@@ -1000,7 +1002,8 @@ static sp_status add_properties(sp_slide *s, const char *root, const sp_zarr_gro
      * that was itself a converted store carries its own dataset hash, which says nothing about
      * this one. */
     for (int32_t i = 0; st == SP_OK && i < g->n_properties; i++) {
-        if (strcmp(g->properties[i].key, DATASET_HASH) != 0) {
+        if (strcmp(g->properties[i].key, DATASET_HASH) != 0 &&
+            strcmp(g->properties[i].key, PIXEL_HASH) != 0) {
             st = sp_props_set(&s->props, g->properties[i].key, g->properties[i].value, err);
         }
     }
@@ -1028,6 +1031,9 @@ static sp_status add_properties(sp_slide *s, const char *root, const sp_zarr_gro
                 st = set_double(s, SP_PROPERTY_MPP_Y, my, err);
             }
         }
+    }
+    if (st == SP_OK && g->pixel_hash[0] != '\0') {
+        st = sp_props_set(&s->props, PIXEL_HASH, g->pixel_hash, err);
     }
     if (st == SP_OK) {
         st = add_dataset_hash(s, root, err);

@@ -828,10 +828,14 @@ static sp_status parse_datasets(const cJSON *ms, sp_zarr_group_meta *g, sp_err *
     return SP_OK;
 }
 
-/* "slidepipe": {"properties": {key: "value"}, "associated": {name: {path, width, height}}}.
- * Entries that do not have this shape are left out: they are extras, and the slide itself
- * does not depend on them. */
+/* "slidepipe": {"properties": {key: "value"}, "associated": {name: {path, width, height}},
+ * "pixel_hash": HEX}. Entries that do not have this shape are left out: they are extras, and the
+ * slide itself does not depend on them. */
 static sp_status parse_slidepipe(const cJSON *sp, sp_zarr_group_meta *g, sp_err *err) {
+    const char *pixels = string_of(member(sp, "pixel_hash"));
+    if (pixels != NULL && strlen(pixels) == 64 && strspn(pixels, "0123456789abcdef") == 64) {
+        memcpy(g->pixel_hash, pixels, 65);
+    }
     const cJSON *props = member(sp, "properties");
     int n = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
     if (n > 0) {

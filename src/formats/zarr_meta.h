@@ -136,6 +136,7 @@ typedef struct sp_zarr_group_meta {
     sp_zarr_property *properties;
     int32_t n_associated; /* slidepipe.associated */
     sp_zarr_associated_meta *associated;
+    char pixel_hash[65]; /* slidepipe.pixel_hash (64 lowercase hex digits), or "" */
 } sp_zarr_group_meta;
 
 /* Parse an image group's attributes: the ".zattrs" document (zarr_format 2) or the group's

@@ -64,6 +64,13 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
 /* Free a store without finishing it (after an error); what was written stays. */
 void sp_zarr_store_abort(sp_zarr_store *store);
 
+/* The file half of sp_zarr_verify (zarr_verify.c): re-hash every file the manifest of the store at
+ * `zarr_path` lists, reporting each missing or changed one; arguments as sp_zarr_verify's. */
+sp_status sp_zarr_verify_files(const char *zarr_path,
+                               void (*report)(void *user, const char *path, const char *problem),
+                               void *report_user, int64_t *problems, char *dataset_hash,
+                               sp_err *err);
+
 /* Hex SHA-256 of a buffer (out: 65 bytes). */
 void sp_sha256_hex(const void *data, size_t len, char *out);
 

@@ -1,6 +1,6 @@
-/* zarr_verify.c — sp_zarr_verify: re-hash every file a converted Zarr folder's manifest lists,
- * on disk or under an http(s):// or s3:// prefix (io/store.h), so an uploaded store can be checked
- * where it lies.
+/* zarr_verify.c — the file half of sp_zarr_verify (jobs/verify/verify.c adds the pixel hash):
+ * re-hash every file a converted Zarr folder's manifest lists, on disk or under an http(s):// or
+ * s3:// prefix (io/store.h), so an uploaded store can be checked where it lies.
  *
  * The manifest is untrusted input: each line must be exactly 64 lowercase hex digits, two
  * spaces, and a relative path that stays inside the folder (no leading '/', no "." or ".."
@@ -139,10 +139,10 @@ static sp_status check_manifest(const char *text, size_t len, sp_err *err) {
     return SP_OK;
 }
 
-sp_status sp_zarr_verify(const char *zarr_path,
-                         void (*report)(void *user, const char *path, const char *problem),
-                         void *report_user, int64_t *problems, char *dataset_hash, char *err,
-                         size_t err_len) {
+sp_status sp_zarr_verify_files(const char *zarr_path,
+                               void (*report)(void *user, const char *path, const char *problem),
+                               void *report_user, int64_t *problems, char *dataset_hash,
+                               sp_err *err) {
     sp_err e = {0};
     if (problems != NULL) {
         *problems = 0;
@@ -150,13 +150,8 @@ sp_status sp_zarr_verify(const char *zarr_path,
     if (dataset_hash != NULL) {
         dataset_hash[0] = '\0';
     }
-    if (err != NULL && err_len > 0) {
-        err[0] = '\0';
-    }
     if (zarr_path == NULL || problems == NULL) {
-        sp_err_set(&e, SP_E_INVALID_ARG, "sp_zarr_verify: null argument");
-        sp_err_copy_out(&e, err, err_len);
-        return e.status;
+        return sp_err_set(err, SP_E_INVALID_ARG, "sp_zarr_verify: null argument");
     }
     char *manifest_path = NULL, *marker_path = NULL, *text = NULL, *marker = NULL, *file = NULL;
     size_t len = 0, marker_len = 0;
@@ -227,7 +222,7 @@ done:
     free(manifest_path);
     free(marker_path);
     if (st != SP_OK) {
-        sp_err_copy_out(&e, err, err_len);
+        sp_err_set(err, st, "%s", e.msg);
     }
     return st;
 }

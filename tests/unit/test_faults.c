@@ -341,7 +341,7 @@ static void sweep_convert(const char *slide_path, const char *work, int kind,
             int64_t problems = -1;
             bool resumed_ok =
                 r == SP_OK && strcmp(again, ref_hash) == 0 &&
-                sp_zarr_verify(out, NULL, NULL, &problems, NULL, msg, sizeof msg) == SP_OK &&
+                sp_zarr_verify(out, NULL, NULL, &problems, NULL, NULL, msg, sizeof msg) == SP_OK &&
                 problems == 0;
             if (!resumed_ok) {
                 fprintf(stderr, "%s: %s call %ld: resume gave status %d, hash %s (want %s): %s\n",

@@ -676,7 +676,7 @@ static void test_resume(void) {
         /* a partial store does not verify */
         int64_t problems = -1;
         char msg[256];
-        CHECK_EQ_INT(sp_zarr_verify(dir, NULL, NULL, &problems, NULL, msg, sizeof msg),
+        CHECK_EQ_INT(sp_zarr_verify(dir, NULL, NULL, &problems, NULL, NULL, msg, sizeof msg),
                      SP_E_CORRUPT);
         CHECK(strstr(msg, "incomplete conversion") != NULL);
         /* resume writes everything again (the chunks present are kept and hashed) */
@@ -718,7 +718,7 @@ static void test_verify(void) {
     int64_t problems = -1;
     char msg[256] = "";
     report_log r = {0};
-    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, msg, sizeof msg), SP_OK);
+    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, NULL, msg, sizeof msg), SP_OK);
     CHECK(problems == 0 && r.n == 0 && strcmp(vh, h) == 0);
 
     /* one flipped byte */
@@ -731,7 +731,7 @@ static void test_verify(void) {
     fputc(orig[5] ^ 0x10, f);
     fclose(f);
     r.n = 0;
-    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, msg, sizeof msg), SP_OK);
+    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, NULL, msg, sizeof msg), SP_OK);
     CHECK(problems == 1 && r.n == 1 && strcmp(r.path[0], "a/1/2/0") == 0 &&
           strcmp(r.problem[0], "changed") == 0);
     /* put it back, delete another */
@@ -741,10 +741,10 @@ static void test_verify(void) {
     free(orig);
     CHECK_EQ_INT(unlink(path_in(dir, "f/3/2")), 0);
     r.n = 0;
-    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, msg, sizeof msg), SP_OK);
+    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, NULL, msg, sizeof msg), SP_OK);
     CHECK(problems == 1 && r.n == 1 && strcmp(r.path[0], "f/3/2") == 0 &&
           strcmp(r.problem[0], "missing") == 0);
-    CHECK_EQ_INT(sp_zarr_verify(dir, NULL, NULL, &problems, NULL, msg, sizeof msg), SP_OK);
+    CHECK_EQ_INT(sp_zarr_verify(dir, NULL, NULL, &problems, NULL, NULL, msg, sizeof msg), SP_OK);
     CHECK(problems == 1);
 
     /* a manifest edited to point outside: refused, no file opened */
@@ -768,7 +768,7 @@ static void test_verify(void) {
         fclose(f);
         r.n = 0;
         msg[0] = '\0';
-        CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, msg, sizeof msg),
+        CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, NULL, msg, sizeof msg),
                      SP_E_CORRUPT);
         CHECK(r.n == 0 && problems == 0 && strstr(msg, "manifest line") != NULL);
     }
@@ -778,7 +778,7 @@ static void test_verify(void) {
     fwrite(manifest, 1, len, f);
     fclose(f);
     r.n = 0;
-    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, msg, sizeof msg), SP_OK);
+    CHECK_EQ_INT(sp_zarr_verify(dir, on_report, &r, &problems, vh, NULL, msg, sizeof msg), SP_OK);
     /* the manifest, its first file (.zgroup) and the deleted chunk */
     CHECK(problems == 3 && r.n == 3 && strcmp(r.path[0], SP_ZARR_MANIFEST) == 0 &&
           strcmp(r.path[1], ".zgroup") == 0 && strcmp(r.problem[1], "changed") == 0);
@@ -786,9 +786,9 @@ static void test_verify(void) {
 
     /* no marker: an interrupted conversion */
     CHECK_EQ_INT(unlink(path_in(dir, SP_ZARR_COMPLETE)), 0);
-    CHECK_EQ_INT(sp_zarr_verify(dir, NULL, NULL, &problems, NULL, msg, sizeof msg), SP_E_CORRUPT);
+    CHECK_EQ_INT(sp_zarr_verify(dir, NULL, NULL, &problems, NULL, NULL, msg, sizeof msg), SP_E_CORRUPT);
     CHECK(strstr(msg, "no manifest") != NULL);
-    CHECK_EQ_INT(sp_zarr_verify(NULL, NULL, NULL, &problems, NULL, msg, sizeof msg),
+    CHECK_EQ_INT(sp_zarr_verify(NULL, NULL, NULL, &problems, NULL, NULL, msg, sizeof msg),
                  SP_E_INVALID_ARG);
 }
 

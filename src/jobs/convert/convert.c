@@ -15,6 +15,10 @@
  * zarr.json) is written after the last chunk; the store then writes the arrays' metadata, the
  * manifest and the completion marker. The first file written, slidepipe-convert.json, records
  * the options, so that --resume refuses to mix two different conversions in one folder.
+ * Each chunk's pixels inside the level also go to the pixel hasher (slide/pixel_hash.h) as the
+ * chunk is written, so the pixel hash recorded in the group attributes is folded from exactly the
+ * arrays written, in the same pass, without reading the store back (a resumed run recomputes every
+ * level from the slide, so it folds every chunk too, written or kept).
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -33,6 +37,7 @@
 #include "base/strings.h"
 #include "io/store.h"
 #include "jobs/convert/pyramid.h"
+#include "slide/pixel_hash.h"
 #include "slide/slide.h"
 #include "zarr/ome_json.h"
 #include "zarr/zarr_codec.h"
@@ -265,8 +270,10 @@ typedef struct converter {
     level_state *levels;
     pool *pool;
     int n_workers;
-    uint8_t **scratch; /* per worker: one chunk, laid out for the store */
-    uint8_t **pixels;  /* per worker, layout c,y,x: one chunk of RGB read from the slide */
+    uint8_t **scratch;       /* per worker: one chunk, laid out for the store */
+    uint8_t **pixels;        /* per worker, layout c,y,x: one chunk of RGB read from the slide */
+    sp_pixel_hasher *hasher; /* every level's pixels, as the chunks are written */
+    char pixel_hash[65];
 
     pthread_mutex_t err_lock;
     sp_err err;
@@ -300,6 +307,20 @@ static void write_band_chunk(converter *c, int k, int64_t col, uint8_t *buf) {
         memset(buf, 0, (size_t)(n * n * 3));
     }
     int64_t index[3];
+    sp_err e = {0};
+    /* The pixel hash takes the chunk's pixels inside the level from the band, before padding. */
+    const uint8_t *planes[3];
+    int64_t step = c->layout == SP_ZARR_LAYOUT_CYX ? 1 : 3;
+    int64_t stride = c->layout == SP_ZARR_LAYOUT_CYX ? l->width : l->width * 3;
+    for (int p = 0; p < 3; p++) {
+        planes[p] = c->layout == SP_ZARR_LAYOUT_CYX ? l->band + p * n * l->width + x0
+                                                    : l->band + x0 * 3 + p;
+    }
+    if (sp_pixel_hasher_put(c->hasher, k, x0, l->band_index * n, w, rows, planes, step, stride,
+                            &e) != SP_OK) {
+        record(c, &e);
+        return;
+    }
     if (c->layout == SP_ZARR_LAYOUT_CYX) {
         for (int p = 0; p < 3; p++) {
             const uint8_t *src = l->band + p * n * l->width + x0;
@@ -319,7 +340,6 @@ static void write_band_chunk(converter *c, int k, int64_t col, uint8_t *buf) {
         index[1] = col;
         index[2] = 0;
     }
-    sp_err e = {0};
     if (sp_zarr_array_write_chunk(l->array, index, buf, &e) != SP_OK) {
         record(c, &e);
     }
@@ -574,6 +594,7 @@ static cJSON *slidepipe_json(const converter *c, bool *ok) {
     const sp_slide *s = c->slide;
     cJSON *sp = cJSON_CreateObject();
     cJSON_AddStringToObject(sp, "version", sp_version());
+    cJSON_AddStringToObject(sp, "pixel_hash", c->pixel_hash);
     cJSON *src = cJSON_AddObjectToObject(sp, "source");
     *ok &= sp_json_add_string(src, "format", sp_slide_format(s));
     cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
@@ -893,6 +914,7 @@ static void converter_free(converter *c) {
     }
     free(c->scratch);
     free(c->pixels);
+    sp_pixel_hasher_free(c->hasher);
     if (c->levels != NULL) {
         for (int k = 0; k < c->n_levels; k++) {
             free(c->levels[k].band);
@@ -946,6 +968,14 @@ static sp_status convert(converter *c, const char *out_path, const sp_convert_op
     if (st == SP_OK) {
         st = create_arrays(c, o, err);
     }
+    if (st == SP_OK) {
+        int64_t widths[MAX_LEVELS], heights[MAX_LEVELS];
+        for (int k = 0; k < c->n_levels; k++) {
+            widths[k] = c->levels[k].width;
+            heights[k] = c->levels[k].height;
+        }
+        st = sp_pixel_hasher_create(c->n_levels, widths, heights, &c->hasher, err);
+    }
 
     level_state *l0 = st == SP_OK ? &c->levels[0] : NULL;
     int64_t bands = l0 ? (l0->height + c->chunk - 1) / c->chunk : 0;
@@ -968,6 +998,9 @@ static sp_status convert(converter *c, const char *out_path, const sp_convert_op
     }
     if (st == SP_OK) {
         st = write_associated(c, o, err);
+    }
+    if (st == SP_OK) {
+        st = sp_pixel_hasher_finish(c->hasher, c->pixel_hash, err);
     }
     if (st == SP_OK) {
         st = write_group_metadata(c, err);

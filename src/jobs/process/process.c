@@ -6,7 +6,10 @@
  * first narrowed to uint8 when SP_PROCESS_DTYPE asks for it). The group metadata
  * says what was computed (the op, its parameters and halo, the source level) but nothing about
  * how (mode, threads, in-flight tiles), so the dataset hash is the same for a tile-wise and a
- * whole-level run: the tests use that to compare the two.
+ * whole-level run: the tests use that to compare the two. A uint8 result (grey, macenko, or any op
+ * stored as uint8) also goes, chunk by chunk as it is written, to the pixel hasher
+ * (slide/pixel_hash.h) as the RGB8 a reader of the store sees (grey as R = G = B), and the group
+ * attributes record its pixel hash; a float32 result has none, as the slide layer cannot read it.
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -23,6 +26,7 @@
 #include "ops/op.h"
 #include "ops/to_uint8.h"
 #include "slide/overview.h"
+#include "slide/pixel_hash.h"
 #include "slide/slide.h"
 #include "zarr/ome_json.h"
 #include "zarr/zarr_codec.h"
@@ -102,6 +106,8 @@ typedef struct process_ctx {
     bool to_uint8;       /* a float op's values stored as uint8 */
     size_t chunk_values; /* channels x chunk x chunk */
     sp_zarr_array *array;
+    sp_pixel_hasher *hasher; /* uint8 results only, else NULL */
+    char pixel_hash[65];     /* "" until the run is done, and for float32 results */
 } process_ctx;
 
 static cJSON *multiscales_json(const process_ctx *p, bool with_version) {
@@ -177,6 +183,9 @@ static cJSON *stains_json(const sp_stains *st) {
 static cJSON *slidepipe_json(const process_ctx *p, bool *ok) {
     cJSON *sp = cJSON_CreateObject();
     cJSON_AddStringToObject(sp, "version", sp_version());
+    if (p->pixel_hash[0] != '\0') {
+        cJSON_AddStringToObject(sp, "pixel_hash", p->pixel_hash);
+    }
     cJSON *op = cJSON_AddObjectToObject(sp, "op");
     cJSON_AddStringToObject(op, "name", p->op->name);
     *ok &= sp_json_add_string(op, "spec", p->spec);
@@ -257,11 +266,24 @@ static sp_status write_group_metadata(const process_ctx *p, sp_zarr_store *store
 
 /* ---- the run ----------------------------------------------------------------------------- */
 
+/* Give the part of a uint8 chunk (planes of chunk x chunk) that lies inside the level to the
+ * pixel hasher. */
+static sp_status hash_chunk(process_ctx *p, int64_t row, int64_t col, const uint8_t *chunk,
+                            sp_err *err) {
+    int64_t n = p->chunk, x = col * n, y = row * n;
+    int64_t w = p->width - x < n ? p->width - x : n, h = p->height - y < n ? p->height - y : n;
+    bool grey = p->op->channels == 1;
+    const uint8_t *planes[3] = {chunk, grey ? chunk : chunk + n * n,
+                                grey ? chunk : chunk + 2 * n * n};
+    return sp_pixel_hasher_put(p->hasher, 0, x, y, w, h, planes, 1, n, err);
+}
+
 static sp_status zarr_sink(void *ctx, int64_t row, int64_t col, const void *chunk, sp_err *err) {
     process_ctx *p = ctx;
     int64_t index[3] = {0, row, col};
     if (!p->to_uint8) {
-        return sp_zarr_array_write_chunk(p->array, index, chunk, err);
+        sp_status st = p->hasher ? hash_chunk(p, row, col, chunk, err) : SP_OK;
+        return st == SP_OK ? sp_zarr_array_write_chunk(p->array, index, chunk, err) : st;
     }
     /* A chunk's worth (3 MB for 1024² x 3): after the first, glibc serves these from the heap. */
     uint8_t *narrow = malloc(p->chunk_values);
@@ -269,7 +291,10 @@ static sp_status zarr_sink(void *ctx, int64_t row, int64_t col, const void *chun
         return sp_err_set(err, SP_E_NOMEM, "out of memory for a uint8 chunk");
     }
     sp_float_to_uint8(chunk, narrow, p->chunk_values);
-    sp_status st = sp_zarr_array_write_chunk(p->array, index, narrow, err);
+    sp_status st = hash_chunk(p, row, col, narrow, err);
+    if (st == SP_OK) {
+        st = sp_zarr_array_write_chunk(p->array, index, narrow, err);
+    }
     free(narrow);
     return st;
 }
@@ -350,6 +375,9 @@ static sp_status process(sp_slide *slide, const char *spec, const char *out_path
     spec_a.dimension_names[1] = "y";
     spec_a.dimension_names[2] = "x";
     st = sp_zarr_array_create(store, "0", &spec_a, &p.array, err);
+    if (st == SP_OK && spec_a.dtype == SP_ZARR_U8 && (p.op->channels == 1 || p.op->channels == 3)) {
+        st = sp_pixel_hasher_create(1, &p.width, &p.height, &p.hasher, err);
+    }
     if (st == SP_OK) {
         int threads = (int)o->value[SP_PROCESS_THREADS];
         sp_engine_job job = {
@@ -369,6 +397,10 @@ static sp_status process(sp_slide *slide, const char *spec, const char *out_path
         };
         st = sp_engine_run(&job, NULL, err);
     }
+    if (st == SP_OK && p.hasher != NULL) {
+        st = sp_pixel_hasher_finish(p.hasher, p.pixel_hash, err);
+    }
+    sp_pixel_hasher_free(p.hasher);
     if (st == SP_OK) {
         st = write_group_metadata(&p, store, err);
     }
