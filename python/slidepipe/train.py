@@ -23,8 +23,10 @@ from . import _core
 __all__ = ["TissueMask", "Stains", "normalize_stains", "augment", "PatchSampler", "TILE_DTYPE"]
 
 # One foreground tile: which slide (an index into the sampler's slides; 0 for a single slide),
-# its top-left in level-0 pixels, and the fraction of it that is tissue.
-TILE_DTYPE = np.dtype([("slide", "<i4"), ("x", "<i8"), ("y", "<i8"), ("tissue", "<f8")])
+# its top-left in level-0 pixels, the fraction of it that is tissue, and its class (an index
+# into PatchSampler.classes; 0, the background, when there are no annotations).
+TILE_DTYPE = np.dtype([("slide", "<i4"), ("x", "<i8"), ("y", "<i8"), ("tissue", "<f8"),
+                       ("label", "<i4")])
 _C_TILE = np.dtype([("x", "<i8"), ("y", "<i8"), ("tissue", "<f8")])  # sp_tile
 
 
@@ -137,8 +139,15 @@ class PatchSampler:
     `dtype` (uint8, float16, float32) in `layout` (NHWC or NCHW), floats normalized by
     `mean`/`std`; `pinned` page-locks batch memory where a GPU is present.
 
-    Iterating yields (patches, tiles): a numpy array over the library's batch memory (no copy;
-    torch.from_numpy shares it) and the TILE_DTYPE records of its samples. Each iteration is the
+    Labels: `annotations` (one per slide: a GeoJSON or ASAP XML path, an Annotations, or None)
+    give each tile a class (``tiles["label"]``, an index into ``classes``; `label_rule` "centre"
+    or "majority", docs/labels.md); `classes` keeps only the tiles of those class names; with
+    masks=True each batch also carries label masks lined up with its patches, flipped as they
+    were: (n, [len(context),] size, size) uint8.
+
+    Iterating yields (patches, tiles), or (patches, tiles, masks): a numpy array over the
+    library's batch memory (no copy; torch.from_numpy shares it) and the TILE_DTYPE records of
+    its samples. Each iteration is the
     next epoch; epoch(e, start=step) gives any epoch from any step. A slide that cannot be used
     (it does not open, lacks an MPP, shows no tissue) raises, or with on_error="skip" is left out
     and listed in ``skipped`` as (path, reason); patches that fail to read then drop out of their
@@ -151,7 +160,8 @@ class PatchSampler:
                  hed_sigma=0.0, normalize=False, target=None, threads=0, mask_side=2048,
                  drop_last=False, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0),
                  std=(1.0, 1.0, 1.0), prefetch=2, pinned=False, rank=None, world_size=None,
-                 on_error="raise"):
+                 on_error="raise", annotations=None, label_rule="centre", classes=None,
+                 masks=False):
         from .loader import BatchFormat
 
         if int(size) < 1 or int(batch_size) < 1:
@@ -174,10 +184,24 @@ class PatchSampler:
         self.format = BatchFormat(dtype, layout, mean, std)
         self.rank, self.world_size = _rank_and_world(rank, world_size)
         self.skipped, self.failures = [], []
+        self.label_rule, self.masks = label_rule, bool(masks)
+        self.classes, self.annotations, self._class_maps = ["background"], [], []
+        slides = list(slides)
+        if annotations is not None and len(annotations) != len(slides):
+            raise ValueError("annotations: one per slide (None for a slide without)")
         self._owned, self.slides, self.downsamples, parts, stains = [], [], [], [], []
-        for s in slides:
-            self._add_slide(s, stride, min_tissue, mask_side, normalize, parts, stains)
+        for i, s in enumerate(slides):
+            ann = None if annotations is None else annotations[i]
+            self._add_slide(s, ann, stride, min_tissue, mask_side, normalize, parts, stains)
         self.tiles = np.concatenate(parts) if parts else np.zeros(0, dtype=TILE_DTYPE)
+        if classes is not None:
+            unknown = sorted(set(classes) - set(self.classes))
+            if unknown:
+                self.close()
+                raise ValueError(f"no annotation has the classes {unknown} (classes: "
+                                 f"{self.classes[1:]})")
+            keep = [self.classes.index(c) for c in classes]
+            self.tiles = self.tiles[np.isin(self.tiles["label"], keep)]
         if len(self.tiles) == 0:
             self.close()
             where = f"level {self.level}" if self.mpp is None and self.magnification is None \
@@ -189,10 +213,11 @@ class PatchSampler:
         self.stains = stains if normalize else None
         self._epoch = 0
 
-    def _add_slide(self, s, stride, min_tissue, mask_side, normalize, parts, stains):
-        """Open (if a path), resolve the resolution, find tiles and stains of one slide; on
-        failure raise or, with on_error="skip", note it in skipped."""
+    def _add_slide(self, s, ann, stride, min_tissue, mask_side, normalize, parts, stains):
+        """Open (if a path), resolve the resolution, find tiles, labels and stains of one slide;
+        on failure raise or, with on_error="skip", note it in skipped."""
         from . import Slide  # the package imports this module first
+        from .labels import Annotations
 
         path = str(getattr(s, "path", s))
         opened = None
@@ -200,7 +225,12 @@ class PatchSampler:
             if not isinstance(s, Slide):
                 s = opened = Slide(s)
             downsample = self._downsample_of(s)
-            t = self._tiles_of(s, downsample, stride, min_tissue, mask_side)
+            t, mask = self._tiles_of(s, downsample, stride, min_tissue, mask_side)
+            if ann is not None and not isinstance(ann, Annotations):
+                ann = Annotations.load(ann)
+            if ann is not None:
+                class_map = self._class_map(ann)
+                t["label"] = class_map[self._labels_of(ann, t, downsample, mask, s)]
             st = s.stains(mask_side) if normalize and len(t) else None
         except (_core.Error, ValueError, OSError) as e:
             if opened is not None:
@@ -212,6 +242,8 @@ class PatchSampler:
         if opened is not None:
             self._owned.append(opened)
         t["slide"] = len(self.slides)
+        self.annotations.append(ann)
+        self._class_maps.append(None if ann is None else class_map)
         self.slides.append(s)
         self.downsamples.append(downsample)
         parts.append(t)
@@ -242,13 +274,55 @@ class PatchSampler:
         return max(1.0, wanted[-1])
 
     def _tiles_of(self, s, downsample, stride, min_tissue, mask_side):
+        """(tiles, tissue mask) of slide s."""
         mask = s.tissue_mask(mask_side)
         if downsample is None:
             return s.tissue_tiles(self.size, level=self.level, stride=stride,
-                                  min_tissue=min_tissue, mask=mask)
+                                  min_tissue=min_tissue, mask=mask), mask
         side = max(1, int(round(self.size * downsample)))
         step = None if stride is None else max(1, int(round(int(stride) * downsample)))
-        return s.tissue_tiles(side, level=0, stride=step, min_tissue=min_tissue, mask=mask)
+        return s.tissue_tiles(side, level=0, stride=step, min_tissue=min_tissue, mask=mask), mask
+
+    def _class_map(self, ann):
+        """Each of ann's labels as an index into self.classes (new names appended)."""
+        for name in ann.classes[1:]:
+            if name not in self.classes:
+                self.classes.append(name)
+        return np.array([self.classes.index(n) for n in ann.classes], dtype=np.int32)
+
+    def _patch_downsample(self, s, downsample):
+        return s.levels[self.level].downsample if downsample is None else downsample
+
+    def _labels_of(self, ann, tiles, downsample, mask, s):
+        """Each tile's label (ann's numbering) by label_rule, from a label map painted at the
+        tissue mask's resolution (docs/labels.md)."""
+        from .labels import patch_labels
+
+        h, w = mask.array.shape
+        label_map = ann.rasterize(mask.downsample, 0, 0, w, h)
+        side = self.size * self._patch_downsample(s, downsample)
+        xy = np.stack([tiles["x"], tiles["y"]], axis=1)
+        return patch_labels(label_map, mask.downsample, xy, side, rule=self.label_rule)
+
+    def _masks(self, tiles, seeds, requests):
+        """Label masks lined up with a batch's patches, flipped as the patches were."""
+        from .labels import mask_patches
+
+        g = self.group
+        out = np.zeros((len(tiles) * g, self.size, self.size), dtype=np.uint8)
+        for k, r in enumerate(requests):
+            i = k // g
+            slide = int(tiles["slide"][i])
+            ann = self.annotations[slide]
+            if ann is None:
+                continue
+            d = r["downsample"] if r["level"] < 0 else self.slides[slide].levels[r["level"]] \
+                .downsample
+            local = mask_patches(ann, [(r["x"], r["y"])], self.size, d)[0]
+            out[k] = self._class_maps[slide][local]
+            if self.dihedral:
+                out[k] = _dihedral(out[k], dihedral_index(int(seeds[i])))
+        return out.reshape((len(tiles), g, self.size, self.size) if g > 1 else out.shape)
 
     @property
     def group(self):
@@ -319,7 +393,8 @@ class PatchSampler:
             return
         picks = np.concatenate([np.arange(i * b, min((i + 1) * b, len(tiles))) for i in mine])
         tiles, seeds = tiles[picks], seeds[picks]
-        loader = Loader(self.slides, self.requests(tiles, seeds), self.format, size=self.size,
+        reqs = self.requests(tiles, seeds)
+        loader = Loader(self.slides, reqs, self.format, size=self.size,
                         batch_size=b * self.group, dihedral=self.dihedral,
                         hed_sigma=self.hed_sigma, stains=self.stains, target=self.target,
                         prefetch=self.prefetch, threads=self.threads, pinned=self.pinned,
@@ -328,16 +403,24 @@ class PatchSampler:
         try:
             for batch in loader:
                 first, n = batch.first // self.group, batch.count // self.group
-                yield self._checked(batch, tiles[first:first + n])
+                part = slice(first, first + n)
+                if not self.masks:
+                    yield self._checked(batch, tiles[part])
+                    continue
+                masks = self._masks(tiles[part], seeds[part],
+                                    reqs[batch.first:batch.first + batch.count])
+                patches, kept, ok = self._checked(batch, tiles[part], keep=True)
+                yield patches, kept, masks[ok]
         finally:
             loader.close()
 
-    def _checked(self, batch, tiles):
-        """(patches, tiles) of a batch; samples with a failed patch raise or are dropped."""
+    def _checked(self, batch, tiles, keep=False):
+        """(patches, tiles) of a batch; samples with a failed patch raise or are dropped. With
+        keep, also which samples were kept."""
         patches = batch.numpy()
         failed = batch.statuses.reshape(len(tiles), self.group).any(axis=1)
         if not failed.any():
-            return patches, tiles
+            return (patches, tiles, ~failed) if keep else (patches, tiles)
         bad = np.flatnonzero(failed)
         for i in bad:
             code = int(batch.statuses.reshape(len(tiles), self.group)[i].min())
@@ -346,7 +429,7 @@ class PatchSampler:
         if self.on_error == "raise":
             path, x, y, status = self.failures[-len(bad)]
             raise _core.Error(f"{path}: the patch at ({x}, {y}) failed: {status}")
-        return patches[~failed], tiles[~failed]
+        return (patches[~failed], tiles[~failed]) + ((~failed,) if keep else ())
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -364,6 +447,28 @@ class PatchSampler:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def dihedral_index(seed):
+    """Which of the 8 flips and quarter turns sp_augment_patch gives the patch of `seed` (the
+    first splitmix64 draw, docs/train.md), so that masks can follow their patches."""
+    mask = (1 << 64) - 1
+    z = (int(seed) + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    z ^= z >> 31
+    return int((z >> 11) * 2.0**-53 * 8)
+
+
+def _dihedral(a, t):
+    """docs/train.md's flip t of a (size, size, ...) array."""
+    if t & 4:
+        a = a.swapaxes(0, 1)
+    if t & 2:
+        a = a[::-1]
+    if t & 1:
+        a = a[:, ::-1]
+    return a
 
 
 def _naming(error, path):

@@ -392,3 +392,68 @@ def test_a_cohort_with_broken_slides_finishes_with_skip(testdata, tmp_path):
                 list(s)
     finally:
         slidepipe.set_cache_capacity(capacity)
+
+
+# ---- labels from annotations ---------------------------------------------------------------
+
+
+def rectangles_slide(tmp_path):
+    """A white 1024² slide with a dark 'tumor' rectangle and a grey 'stroma' one, and a QuPath
+    GeoJSON of the same two rectangles (edges off the 64-pixel tile grid)."""
+    image = np.full((1024, 1024, 3), 255, np.uint8)
+    tumor, stroma = (130, 150, 470, 420), (600, 610, 990, 1000)  # x0, y0, x1, y1
+    image[tumor[1]:tumor[3], tumor[0]:tumor[2]] = 40
+    image[stroma[1]:stroma[3], stroma[0]:stroma[2]] = 160
+    tifffile.imwrite(tmp_path / "rects.tif", image, tile=(256, 256), photometric="rgb")
+
+    def feature(r, name):
+        x0, y0, x1, y1 = r
+        ring = [[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]]
+        return {"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [ring]},
+                "properties": {"objectType": "annotation", "classification": {"name": name}}}
+
+    geojson = {"type": "FeatureCollection",
+               "features": [feature(tumor, "Tumor"), feature(stroma, "Stroma")]}
+    import json
+    (tmp_path / "rects.geojson").write_text(json.dumps(geojson))
+    return tumor, stroma
+
+
+def test_tiles_get_the_class_at_their_centre_and_can_be_filtered(tmp_path):
+    tumor, stroma = rectangles_slide(tmp_path)
+    slide = slidepipe.open(tmp_path / "rects.tif", mpp=0.5)
+    with slidepipe.PatchSampler([slide], 64, min_tissue=0, mask_side=1024,
+                                annotations=[tmp_path / "rects.geojson"]) as s:
+        assert s.classes == ["background", "Tumor", "Stroma"]
+        cx, cy = s.tiles["x"] + 32, s.tiles["y"] + 32
+        inside = [(r[0] <= cx) & (cx < r[2]) & (r[1] <= cy) & (cy < r[3]) for r in (tumor, stroma)]
+        want = np.where(inside[0], 1, np.where(inside[1], 2, 0))
+        assert np.array_equal(s.tiles["label"], want) and (want == 1).sum() > 10
+    with slidepipe.PatchSampler([slide], 64, min_tissue=0, mask_side=1024, classes=["Stroma"],
+                                annotations=[tmp_path / "rects.geojson"]) as s:
+        assert len(s.tiles) == (want == 2).sum() and set(s.tiles["label"]) == {2}
+    with pytest.raises(ValueError, match="Necrosis"):
+        slidepipe.PatchSampler([slide], 64, min_tissue=0, classes=["Necrosis"],
+                               annotations=[tmp_path / "rects.geojson"])
+    slide.close()
+
+
+@pytest.mark.parametrize("mpp,context", [(0.5, None), (1.0, (1.0, 2.0))])
+def test_masks_line_up_with_their_flipped_patches(tmp_path, mpp, context):
+    rectangles_slide(tmp_path)
+    with slidepipe.PatchSampler([slidepipe.open(tmp_path / "rects.tif", mpp=0.5)], 64,
+                                mpp=mpp, context=context, min_tissue=0, mask_side=256,
+                                annotations=[tmp_path / "rects.geojson"], masks=True,
+                                batch_size=40, seed=9, dihedral=True) as s:
+        flips = set()
+        for patches, tiles, masks in s:
+            assert masks.shape == patches.shape[:-1]
+            flips |= {slidepipe.train.dihedral_index(int(seed)) for seed in s.plan(0)[1]}
+            # The slide's dark pixels are the tumour, its grey ones the stroma: where an
+            # averaged pixel is all one or the other, the mask must say so.
+            dark, grey, white = patches[..., 0] == 40, patches[..., 0] == 160, \
+                patches[..., 0] == 255
+            assert np.all(masks[dark] == 1) and np.all(masks[grey] == 2)
+            assert np.all(masks[white] == 0)
+            assert dark.sum() > 1000
+        assert len(flips) == 8
