@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 from . import _core
-from . import loader, stores, train
+from . import loader, manifest, stores, train
 from .loader import BatchFormat, read_image, read_patches  # noqa: F401
 from .stores import VerifyResult, convert, process, verify  # noqa: F401
 from .labels import Annotations  # noqa: F401

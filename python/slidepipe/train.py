@@ -164,6 +164,19 @@ class PatchSampler:
                  masks=False):
         from .loader import BatchFormat
 
+        # What a run manifest records to make the same sampler again (slidepipe.manifest).
+        self.settings = dict(
+            size=int(size), level=int(level), mpp=mpp, magnification=magnification,
+            context=None if context is None else [float(m) for m in context],
+            batch_size=int(batch_size), min_tissue=float(min_tissue),
+            stride=None if stride is None else int(stride), seed=int(seed),
+            dihedral=bool(dihedral), hed_sigma=float(hed_sigma), normalize=bool(normalize),
+            target=None if target is None else [list(target.h), list(target.e), target.max_h,
+                                                target.max_e],
+            mask_side=int(mask_side), drop_last=bool(drop_last), dtype=str(dtype),
+            layout=str(layout), mean=[float(v) for v in mean], std=[float(v) for v in std],
+            label_rule=label_rule, classes=None if classes is None else list(classes),
+            masks=bool(masks))
         if int(size) < 1 or int(batch_size) < 1:
             raise ValueError("size and batch_size must be positive")
         if not 0.0 <= float(hed_sigma) <= 1.0:
@@ -430,6 +443,27 @@ class PatchSampler:
             path, x, y, status = self.failures[-len(bad)]
             raise _core.Error(f"{path}: the patch at ({x}, {y}) failed: {status}")
         return (patches[~failed], tiles[~failed]) + ((~failed,) if keep else ())
+
+    def manifest(self):
+        """This run's manifest: every slide's pixel hash, the annotations' contents, the
+        settings, the seed and the tiles, with a run hash over all of them (not over paths);
+        slidepipe.manifest defines it."""
+        from .manifest import manifest_of
+        return manifest_of(self)
+
+    def write_manifest(self, path):
+        """Write manifest() as JSON to `path` (atomically); returns the run hash."""
+        from .manifest import write_manifest
+        return write_manifest(self.manifest(), path)
+
+    @classmethod
+    def from_manifest(cls, manifest, **run_options):
+        """The sampler a manifest (a dict or a JSON file) records, made again: every slide's
+        pixels and every annotation file are checked against it first, and a changed input
+        raises ValueError naming it. `run_options` (threads, prefetch, pinned, rank,
+        world_size, on_error) only decide how the batches are made, not which."""
+        from .manifest import sampler_from_manifest
+        return sampler_from_manifest(cls, manifest, run_options)
 
     def __getstate__(self):
         state = dict(self.__dict__)

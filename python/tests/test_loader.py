@@ -4,6 +4,7 @@ resampling, context stacks on a slide with a known pattern, and cohorts with bro
 (PyTorch's side: test_torch.py.)
 """
 
+import json
 import pickle
 import time
 
@@ -457,3 +458,42 @@ def test_masks_line_up_with_their_flipped_patches(tmp_path, mpp, context):
             assert np.all(masks[white] == 0)
             assert dark.sum() > 1000
         assert len(flips) == 8
+
+
+# ---- run manifests -------------------------------------------------------------------------
+
+
+def test_a_manifest_repeats_the_batches_and_names_a_changed_input(tmp_path):
+    image = smooth_slide(tmp_path / "a.tif", side=1024)
+    rectangles_slide(tmp_path)
+    slides = [slidepipe.open(tmp_path / "a.tif", mpp=0.5), tmp_path / "rects.tif"]
+    with slidepipe.PatchSampler(slides, 64, min_tissue=0, mask_side=256, batch_size=24,
+                                annotations=[None, tmp_path / "rects.geojson"], seed=4,
+                                hed_sigma=0.1, dtype="float16", layout="NCHW") as s:
+        run_hash = s.write_manifest(tmp_path / "run.json")
+        want = list(s.epoch(2))
+        # Renaming a slide keeps its pixel hash and the run hash.
+        renamed = s.manifest()
+        renamed["slides"][0]["path"] = "elsewhere.tif"
+        assert slidepipe.manifest._run_hash(renamed) == run_hash
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    assert manifest["run_hash"] == run_hash and len(manifest["slides"]) == 2
+    with slidepipe.PatchSampler.from_manifest(tmp_path / "run.json", threads=1) as again:
+        got = list(again.epoch(2))
+        assert again.classes == ["background", "Tumor", "Stroma"]
+    assert len(got) == len(want)
+    assert all(np.array_equal(a, b) and np.array_equal(ta, tb)
+               for (a, ta), (b, tb) in zip(got, want))
+    # One pixel of one slide changed: the manifest names that slide.
+    image[500, 500] ^= 1
+    tifffile.imwrite(tmp_path / "a.tif", image, tile=(256, 256), photometric="rgb")
+    with pytest.raises(ValueError, match="a.tif: its pixels changed"):
+        slidepipe.PatchSampler.from_manifest(tmp_path / "run.json")
+    image[500, 500] ^= 1
+    tifffile.imwrite(tmp_path / "a.tif", image, tile=(256, 256), photometric="rgb")
+    (tmp_path / "rects.geojson").write_text((tmp_path / "rects.geojson").read_text() + " ")
+    with pytest.raises(ValueError, match="rects.geojson: the annotations changed"):
+        slidepipe.PatchSampler.from_manifest(tmp_path / "run.json")
+    manifest["settings"]["seed"] = 5
+    with pytest.raises(ValueError, match="run hash does not match"):
+        slidepipe.PatchSampler.from_manifest(manifest)
