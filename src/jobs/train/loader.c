@@ -318,9 +318,13 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
         st = SP_E_NOMEM;
         goto fail;
     }
-    memcpy(l->slides, slides, n_slides * sizeof *l->slides);
-    memcpy(l->reqs, requests, n_requests * sizeof *l->reqs);
-    if (l->stains != NULL) {
+    if (n_slides > 0) {
+        memcpy(l->slides, slides, n_slides * sizeof *l->slides);
+    }
+    if (n_requests > 0) {
+        memcpy(l->reqs, requests, n_requests * sizeof *l->reqs);
+    }
+    if (l->stains != NULL && n_slides > 0) {
         memcpy(l->stains, config->source_stains, n_slides * sizeof *l->stains);
     }
     l->cfg.source_stains = l->stains;
