@@ -385,6 +385,10 @@ SP_API int sp_cuda_device_count(char *why, size_t why_len);
 SP_API sp_status sp_cuda_device_info(int device, char *name, size_t name_len, int *cc_major,
                                      int *cc_minor, uint64_t *memory_bytes);
 
+/* The NUMA node of `device`'s PCI slot (Linux sysfs), or -1 when unknown, without CUDA or a
+ * device. */
+SP_API int sp_cuda_device_numa_node(int device);
+
 /* The run-time GPU libraries slidepipe looks for. */
 typedef enum sp_cuda_library {
     SP_CUDA_LIB_NVJPEG = 0, /* JPEG decoding on the GPU */
@@ -751,7 +755,10 @@ typedef struct sp_patch_request {
  * last one fewer). `prefetch` batches (at least 1) are kept ready ahead of the consumer, made
  * on `threads` threads (0: one per core). With `pinned` nonzero, batch memory is page-locked
  * through the CUDA runtime where a GPU is present; elsewhere it is ordinary memory and
- * sp_loader_stats says so. Set struct_size to sizeof(sp_loader_config). */
+ * sp_loader_stats says so. With `numa_place` nonzero and a machine of several NUMA nodes, the
+ * loader's threads run on the CPUs of node `numa_node` (so the batch memory they write is that
+ * node's: put it on the GPU's node, sp_cuda_device_numa_node); on one node it does nothing.
+ * Set struct_size to sizeof(sp_loader_config). */
 typedef struct sp_loader_config {
     size_t struct_size;
     int64_t size;
@@ -764,6 +771,7 @@ typedef struct sp_loader_config {
     int prefetch;
     int threads;
     int pinned;
+    int numa_place, numa_node;
 } sp_loader_config;
 
 typedef struct sp_loader sp_loader;
@@ -816,6 +824,7 @@ typedef struct sp_loader_stats {
     int64_t patches_failed;
     double wait_seconds; /* time sp_loader_next spent waiting for a batch */
     int pinned;          /* batches are page-locked */
+    int numa_node;       /* the node the loader's threads run on, or -1 (not placed) */
 } sp_loader_stats;
 
 SP_API sp_status sp_loader_get_stats(sp_loader *loader, sp_loader_stats *stats);

@@ -642,7 +642,17 @@ static PyObject *core_cuda_device_count(PyObject *module, PyObject *unused) {
     return Py_BuildValue("(is)", n, why);
 }
 
+static PyObject *core_cuda_device_numa_node(PyObject *module, PyObject *arg) {
+    long device = PyLong_AsLong(arg);
+    if (device == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromLong(sp_cuda_device_numa_node((int)device));
+}
+
 static PyMethodDef core_methods[] = {
+    {"cuda_device_numa_node", core_cuda_device_numa_node, METH_O,
+     "The NUMA node of a CUDA device, or -1 when unknown."},
     {"cuda_device_count", core_cuda_device_count, METH_NOARGS,
      "(CUDA devices usable, why none when 0)"},
     {"read_regions", core_read_regions, METH_VARARGS,

@@ -18,7 +18,8 @@
 /* ---- configuration shared by Loader and patches_read --------------------------------------- */
 
 /* The config tuple the package builds (slidepipe/loader.py, _config): (size, batch_size, dtype,
- * layout, mean, std, dihedral, hed_sigma, stains or None, target, prefetch, threads, pinned). */
+ * layout, mean, std, dihedral, hed_sigma, stains or None, target, prefetch, threads, pinned,
+ * NUMA node or -1). */
 typedef struct config {
     sp_loader_config c;
     sp_stains *stains;
@@ -29,14 +30,16 @@ static int parse_config(PyObject *tuple, size_t n_slides, config *out) {
     sp_loader_config *c = &out->c;
     memset(out, 0, sizeof *out);
     c->struct_size = sizeof *c;
-    int dtype, layout;
-    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiip", &c->size, &c->batch_size, &dtype,
+    int dtype, layout, numa;
+    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipi", &c->size, &c->batch_size, &dtype,
                           &layout, &c->format.mean[0], &c->format.mean[1], &c->format.mean[2],
                           &c->format.std[0], &c->format.std[1], &c->format.std[2], &c->dihedral,
                           &c->hed_sigma, &stains_obj, &target_obj, &c->prefetch, &c->threads,
-                          &c->pinned)) {
+                          &c->pinned, &numa)) {
         return -1;
     }
+    c->numa_place = numa >= 0;
+    c->numa_node = numa;
     c->format.dtype = (sp_batch_dtype)dtype;
     c->format.layout = (sp_batch_layout)layout;
     if (stains_obj == Py_None) {
@@ -398,11 +401,12 @@ static PyObject *loader_stats(core_loader *self, PyObject *unused) {
         PyErr_SetString(PyExc_ValueError, "the loader is closed");
         return NULL;
     }
-    return Py_BuildValue("{sLsLsLsLsLsdsO}", "batches_made", (long long)s.batches_made,
+    return Py_BuildValue("{sLsLsLsLsLsdsOsi}", "batches_made", (long long)s.batches_made,
                          "batches_taken", (long long)s.batches_taken, "bytes_held",
                          (long long)s.bytes_held, "bytes_held_peak", (long long)s.bytes_held_peak,
                          "patches_failed", (long long)s.patches_failed, "wait_seconds",
-                         s.wait_seconds, "pinned", s.pinned ? Py_True : Py_False);
+                         s.wait_seconds, "pinned", s.pinned ? Py_True : Py_False, "numa_node",
+                         s.numa_node);
 }
 
 static PyObject *loader_close(core_loader *self, PyObject *unused) {

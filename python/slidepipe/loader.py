@@ -69,8 +69,22 @@ class BatchFormat:
             object.__setattr__(self, k, v)
 
 
+def numa_node(numa):
+    """The NUMA node to place a loader on: `numa` itself when a number, None for none, "auto"
+    for the node of the GPU this process uses (LOCAL_RANK's, as torchrun sets it, else 0) when
+    there is one; -1 for none."""
+    if numa is None:
+        return -1
+    if numa == "auto":
+        import os
+        devices, _ = _core.cuda_device_count()
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        return _core.cuda_device_numa_node(local) if 0 <= local < devices else -1
+    return int(numa)
+
+
 def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefetch, threads,
-            pinned):
+            pinned, numa=None):
     """The tuple _core.Loader and _core.patches_read take (python/_loader.c, parse_config)."""
     if not 0.0 <= float(hed_sigma) <= 1.0:
         raise ValueError("hed_sigma must lie in [0, 1]")
@@ -78,7 +92,7 @@ def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefe
             fmt.std, bool(dihedral), float(hed_sigma),
             None if stains is None else [s._tuple() for s in stains],
             None if target is None else target._tuple(), int(prefetch), int(threads),
-            bool(pinned))
+            bool(pinned), numa_node(numa))
 
 
 def _requests(requests):
@@ -124,13 +138,16 @@ class Loader:
     its slide's `stains` to `target` (both slidepipe.Stains; None: not normalized), augmented
     (`dihedral`, `hed_sigma`, from its request's seed) and written in `fmt`. With `pinned`, batch
     memory is page-locked where a CUDA device is present (``stats()["pinned"]`` says whether it
-    was). `group` patches make one sample: batches then have the shape (n, group, ...).
+    was). `numa` (a node, "auto": the GPU's, or None) runs the loader's threads on that NUMA
+    node where the machine has several, so the batches are written into its memory
+    (``stats()["numa_node"]``: the node, or -1). `group` patches make one sample: batches then
+    have the shape (n, group, ...).
     Iterating yields Batch objects until the requests are used up. Memory: at most prefetch + 1
     batches held by the loader, and those the caller keeps."""
 
     def __init__(self, slides, requests, fmt, *, size, batch_size, dihedral=False,
                  hed_sigma=0.0, stains=None, target=None, prefetch=2, threads=0, pinned=False,
-                 group=1):
+                 numa="auto", group=1):
         from . import Slide  # the package imports this module first
 
         if stains is not None and target is None:
@@ -139,7 +156,7 @@ class Loader:
         cores = [s._core if isinstance(s, Slide) else s for s in slides]
         config = _config(fmt, size, batch_size, dihedral=dihedral, hed_sigma=hed_sigma,
                          stains=stains, target=target, prefetch=prefetch, threads=threads,
-                         pinned=pinned)
+                         pinned=pinned, numa=numa)
         self.format, self.size, self.group = fmt, int(size), int(group)
         self._core = _core.Loader(cores, _requests(requests), config, self.group)
 
@@ -156,7 +173,8 @@ class Loader:
 
     def stats(self):
         """batches_made, batches_taken, bytes_held (ready batches not taken yet),
-        bytes_held_peak, patches_failed, wait_seconds (spent waiting in next), pinned."""
+        bytes_held_peak, patches_failed, wait_seconds (spent waiting in next), pinned,
+        numa_node."""
         return self._core.stats()
 
     def close(self):

@@ -23,7 +23,7 @@ import tempfile
 import numpy as np
 
 DEFINITION = "slidepipe-run-v1"
-RUN_OPTIONS = ("threads", "prefetch", "pinned", "rank", "world_size", "on_error")
+RUN_OPTIONS = ("threads", "prefetch", "pinned", "rank", "world_size", "on_error", "numa")
 
 
 def _pixel_hash(slide):

@@ -137,7 +137,9 @@ class PatchSampler:
     normalize=True from each slide's stains (estimated once) to `target`, augmented (`dihedral`
     flips and turns, HED jitter `hed_sigma`) with a seed drawn for the sample, and written as
     `dtype` (uint8, float16, float32) in `layout` (NHWC or NCHW), floats normalized by
-    `mean`/`std`; `pinned` page-locks batch memory where a GPU is present.
+    `mean`/`std`; `pinned` page-locks batch memory where a GPU is present, and `numa` ("auto":
+    the GPU's node) keeps the loader's threads and the memory they write on one NUMA node where
+    the machine has several.
 
     Labels: `annotations` (one per slide: a GeoJSON or ASAP XML path, an Annotations, or None)
     give each tile a class (``tiles["label"]``, an index into ``classes``; `label_rule` "centre"
@@ -161,7 +163,7 @@ class PatchSampler:
                  drop_last=False, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0),
                  std=(1.0, 1.0, 1.0), prefetch=2, pinned=False, rank=None, world_size=None,
                  on_error="raise", annotations=None, label_rule="centre", classes=None,
-                 masks=False):
+                 masks=False, numa="auto"):
         from .loader import BatchFormat
 
         # What a run manifest records to make the same sampler again (slidepipe.manifest).
@@ -193,7 +195,7 @@ class PatchSampler:
         self.context = None if context is None else tuple(float(m) for m in context)
         self.seed, self.dihedral, self.hed_sigma = int(seed), bool(dihedral), float(hed_sigma)
         self.threads, self.drop_last, self.prefetch = int(threads), bool(drop_last), int(prefetch)
-        self.pinned, self.on_error = bool(pinned), on_error
+        self.pinned, self.on_error, self.numa = bool(pinned), on_error, numa
         self.format = BatchFormat(dtype, layout, mean, std)
         self.rank, self.world_size = _rank_and_world(rank, world_size)
         self.skipped, self.failures = [], []
@@ -411,7 +413,7 @@ class PatchSampler:
                         batch_size=b * self.group, dihedral=self.dihedral,
                         hed_sigma=self.hed_sigma, stains=self.stains, target=self.target,
                         prefetch=self.prefetch, threads=self.threads, pinned=self.pinned,
-                        group=self.group)
+                        numa=self.numa, group=self.group)
         self.last_loader = loader
         try:
             for batch in loader:
@@ -461,7 +463,7 @@ class PatchSampler:
         """The sampler a manifest (a dict or a JSON file) records, made again: every slide's
         pixels and every annotation file are checked against it first, and a changed input
         raises ValueError naming it. `run_options` (threads, prefetch, pinned, rank,
-        world_size, on_error) only decide how the batches are made, not which."""
+        world_size, on_error, numa) only decide how the batches are made, not which."""
         from .manifest import sampler_from_manifest
         return sampler_from_manifest(cls, manifest, run_options)
 

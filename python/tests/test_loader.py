@@ -184,6 +184,22 @@ def test_pinned_memory_is_asked_for_and_reported(small):
     assert batch.pinned == stats["pinned"] == (gpu > 0)
 
 
+def test_numa_placement_where_there_are_several_nodes(small):
+    import os
+    online = open("/sys/devices/system/node/online").read().strip() \
+        if os.path.exists("/sys/devices/system/node/online") else "0"
+    several = online != "0"
+    with Loader([small], requests(4), BatchFormat(), size=64, batch_size=4, numa=0) as loader:
+        next(loader)
+        # Placed on node 0 where the machine has several nodes; nothing to do on one.
+        assert loader.stats()["numa_node"] == (0 if several else -1)
+    with pytest.raises(slidepipe.SlidepipeError, match="no NUMA node 99"):
+        Loader([small], requests(4), BatchFormat(), size=64, batch_size=4, numa=99)
+    with Loader([small], requests(4), BatchFormat(), size=64, batch_size=4, numa=None) as loader:
+        next(loader)
+        assert loader.stats()["numa_node"] == -1
+
+
 # ---- the sampler: sharding, workers, resuming, pickling ------------------------------------
 
 

@@ -128,3 +128,7 @@ sp_status sp_cuda_host_alloc(size_t bytes, void **out) {
 
 void sp_cuda_host_free(void *ptr) {
 }
+
+int sp_cuda_device_numa_node(int device) {
+    return -1;
+}

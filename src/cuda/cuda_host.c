@@ -1,10 +1,12 @@
 /* cuda_host.c — page-locked host memory through the CUDA runtime, so that a batch's copy to
  * the GPU is a DMA that overlaps with compute (cudaMemcpyAsync from pageable memory is staged
  * and synchronous). Asked for only when a device is present: without one the runtime would
- * fail anyway, and the loader falls back to ordinary memory. */
+ * fail anyway, and the loader falls back to ordinary memory. Also which NUMA node a device
+ * sits on, for placing the threads that fill such memory. */
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_host.h"
+#include "io/numa.h"
 
 sp_status sp_cuda_host_alloc(size_t bytes, void **out) {
     *out = NULL;
@@ -24,4 +26,12 @@ void sp_cuda_host_free(void *ptr) {
     if (ptr != NULL) {
         cudaFreeHost(ptr);
     }
+}
+
+int sp_cuda_device_numa_node(int device) {
+    char bus_id[32];
+    if (cudaDeviceGetPCIBusId(bus_id, (int)sizeof bus_id, device) != cudaSuccess) {
+        return -1;
+    }
+    return sp_numa_pci_node(bus_id);
 }

@@ -177,6 +177,11 @@ static void test_failures_and_refusals(sp_slide *slide, const sp_patch_request *
     z.format.std[1] = 0;
     CHECK_EQ_INT(sp_loader_create(&slide, 1, bad, 3, &z, &l, err, sizeof err), SP_E_INVALID_ARG);
     z = c;
+    z.numa_place = 1;
+    z.numa_node = 99;
+    CHECK_EQ_INT(sp_loader_create(&slide, 1, bad, 3, &z, &l, err, sizeof err), SP_E_INVALID_ARG);
+    CHECK(strstr(err, "no NUMA node 99") != NULL);
+    z = c;
     z.struct_size = 8;
     CHECK_EQ_INT(sp_loader_create(&slide, 1, bad, 3, &z, &l, err, sizeof err), SP_E_INVALID_ARG);
     z = c;

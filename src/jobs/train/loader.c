@@ -20,6 +20,7 @@
 
 #include "base/thread_pool.h"
 #include "cuda/cuda_host.h"
+#include "io/numa.h"
 #include "jobs/train/batch_format.h"
 #include "slide/slide.h"
 
@@ -153,6 +154,14 @@ static batch_box *make_batch(sp_loader *l, int64_t index) {
 
 static void *produce(void *user) {
     sp_loader *l = user;
+    /* Threads the pool starts from here inherit the placement, and memory goes to the node of
+     * the thread that first writes it. */
+    int node = l->cfg.numa_place && sp_numa_nodes() > 1 && sp_numa_bind_thread(l->cfg.numa_node) == 0
+                   ? l->cfg.numa_node
+                   : -1;
+    pthread_mutex_lock(&l->mu);
+    l->stats.numa_node = node;
+    pthread_mutex_unlock(&l->mu);
     for (int64_t i = 0; i < l->n_batches; i++) {
         pthread_mutex_lock(&l->mu);
         while (l->count == l->cfg.prefetch && !l->stop) {
@@ -209,6 +218,11 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
     if (c == NULL || c->struct_size < sizeof *c || (slides == NULL && n_slides > 0) ||
         (reqs == NULL && n_reqs > 0)) {
         put(err, err_len, "loader: missing slides, requests or config (or an old config)");
+        return SP_E_INVALID_ARG;
+    }
+    if (loader && c->numa_place && (c->numa_node < 0 || c->numa_node >= sp_numa_nodes())) {
+        put(err, err_len, "loader: no NUMA node %d (the machine has %d)", c->numa_node,
+            sp_numa_nodes());
         return SP_E_INVALID_ARG;
     }
     if (c->size < 1 || c->size > 65536 || c->batch_size < 1 ||
@@ -304,6 +318,7 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
     l->n_reqs = n_requests;
     l->n_batches = ((int64_t)n_requests + config->batch_size - 1) / config->batch_size;
     l->stats.struct_size = sizeof l->stats;
+    l->stats.numa_node = -1;
     l->slides = malloc((n_slides ? n_slides : 1) * sizeof *l->slides);
     l->reqs = malloc((n_requests ? n_requests : 1) * sizeof *l->reqs);
     l->ready = calloc((size_t)config->prefetch, sizeof *l->ready);
