@@ -758,7 +758,9 @@ typedef struct sp_patch_request {
  * sp_loader_stats says so. With `numa_place` nonzero and a machine of several NUMA nodes, the
  * loader's threads run on the CPUs of node `numa_node` (so the batch memory they write is that
  * node's: put it on the GPU's node, sp_cuda_device_numa_node); on one node it does nothing.
- * Set struct_size to sizeof(sp_loader_config). */
+ * With `cuda` nonzero each batch is made in page-locked host memory and copied to memory of CUDA
+ * device `cuda_device` before it is handed over (sp_batch.device says where it is). Set
+ * struct_size to sizeof(sp_loader_config). */
 typedef struct sp_loader_config {
     size_t struct_size;
     int64_t size;
@@ -772,6 +774,7 @@ typedef struct sp_loader_config {
     int threads;
     int pinned;
     int numa_place, numa_node;
+    int cuda, cuda_device;
 } sp_loader_config;
 
 typedef struct sp_loader sp_loader;
@@ -789,20 +792,21 @@ SP_API sp_status sp_patches_read(sp_slide *const *slides, size_t n_slides,
 /* A filled batch: `count` patches from requests [first, first + count) of the loader, in
  * cfg.format; statuses[i] is patch i's own status (a failed patch is zeroed, the others are
  * good). The memory belongs to the batch until sp_batch_free; the loader never touches it
- * again once handed over. */
+ * again once handed over. `device` is -1 for host memory, else the CUDA device holding it. */
 typedef struct sp_batch {
     void *data;
     size_t bytes;
     int64_t first, count;
     const sp_status *statuses;
     int pinned; /* data is page-locked */
+    int device;
 } sp_batch;
 
 /* A loader over `slides` (which must stay open while it lives) and `requests` (copied). It
  * starts making batches at once on its own thread. SP_E_INVALID_ARG, with a message in err, for
  * a bad config or a request naming a slide outside [0, n_slides), a level of -1 with a downsample
  * below 1, or a level the slide lacks (the message names the request and the slide's level
- * count). */
+ * count); SP_E_UNSUPPORTED when a CUDA device is asked for that this build or machine lacks. */
 SP_API sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
                                   const sp_patch_request *requests, size_t n_requests,
                                   const sp_loader_config *config, sp_loader **out, char *err,

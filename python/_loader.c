@@ -19,7 +19,7 @@
 
 /* The config tuple the package builds (slidepipe/loader.py, _config): (size, batch_size, dtype,
  * layout, mean, std, dihedral, hed_sigma, stains or None, target, prefetch, threads, pinned,
- * NUMA node or -1). */
+ * NUMA node or -1, CUDA device or -1). */
 typedef struct config {
     sp_loader_config c;
     sp_stains *stains;
@@ -30,16 +30,18 @@ static int parse_config(PyObject *tuple, size_t n_slides, config *out) {
     sp_loader_config *c = &out->c;
     memset(out, 0, sizeof *out);
     c->struct_size = sizeof *c;
-    int dtype, layout, numa;
-    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipi", &c->size, &c->batch_size, &dtype,
+    int dtype, layout, numa, cuda;
+    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipii", &c->size, &c->batch_size, &dtype,
                           &layout, &c->format.mean[0], &c->format.mean[1], &c->format.mean[2],
                           &c->format.std[0], &c->format.std[1], &c->format.std[2], &c->dihedral,
                           &c->hed_sigma, &stains_obj, &target_obj, &c->prefetch, &c->threads,
-                          &c->pinned, &numa)) {
+                          &c->pinned, &numa, &cuda)) {
         return -1;
     }
     c->numa_place = numa >= 0;
     c->numa_node = numa;
+    c->cuda = cuda >= 0;
+    c->cuda_device = cuda;
     c->format.dtype = (sp_batch_dtype)dtype;
     c->format.layout = (sp_batch_layout)layout;
     if (stains_obj == Py_None) {
@@ -205,7 +207,10 @@ static PyObject *batch_dlpack(core_batch *self, PyObject *args, PyObject *kwds) 
     memcpy(e->shape, self->shape, sizeof e->shape);
     sp_dl_tensor t = {0};
     t.data = self->batch->data;
-    t.device.device_type = SP_DL_CPU; /* pinned memory is host memory: torch sees is_pinned() */
+    /* Pinned memory is host memory (torch sees is_pinned()); a device batch is CUDA memory,
+     * complete before it was handed over, so no stream needs to wait for it. */
+    t.device.device_type = self->batch->device >= 0 ? SP_DL_CUDA : SP_DL_CPU;
+    t.device.device_id = self->batch->device >= 0 ? self->batch->device : 0;
     t.ndim = self->ndim;
     t.dtype.code = self->dtype_code;
     t.dtype.bits = self->dtype_bits;
@@ -231,7 +236,8 @@ static PyObject *batch_dlpack(core_batch *self, PyObject *args, PyObject *kwds) 
 }
 
 static PyObject *batch_dlpack_device(core_batch *self, PyObject *unused) {
-    return Py_BuildValue("(ii)", SP_DL_CPU, 0);
+    int device = self->batch->device;
+    return Py_BuildValue("(ii)", device >= 0 ? SP_DL_CUDA : SP_DL_CPU, device >= 0 ? device : 0);
 }
 
 static PyObject *batch_statuses(core_batch *self, void *unused) {
@@ -255,23 +261,25 @@ static PyObject *batch_info(core_batch *self, void *unused) {
     if (shape == NULL) {
         return NULL;
     }
-    return Py_BuildValue("{sNsLsLsnsOsK}", "shape", shape, "first", (long long)self->batch->first,
-                         "count", (long long)self->batch->count, "nbytes",
-                         (Py_ssize_t)self->batch->bytes, "pinned",
+    return Py_BuildValue("{sNsLsLsnsOsKsi}", "shape", shape, "first",
+                         (long long)self->batch->first, "count", (long long)self->batch->count,
+                         "nbytes", (Py_ssize_t)self->batch->bytes, "pinned",
                          self->batch->pinned ? Py_True : Py_False, "address",
-                         (unsigned long long)(uintptr_t)self->batch->data);
+                         (unsigned long long)(uintptr_t)self->batch->data, "device",
+                         self->batch->device);
 }
 
 static PyMethodDef batch_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))batch_dlpack, METH_VARARGS | METH_KEYWORDS,
      "A DLPack capsule over the batch's memory (no copy)."},
     {"__dlpack_device__", (PyCFunction)batch_dlpack_device, METH_NOARGS,
-     "(device type, device id): (1, 0), the CPU."},
+     "(device type, device id): (1, 0) for host memory, (2, n) for CUDA device n."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef batch_getset[] = {
     {"statuses", (getter)batch_statuses, NULL, "Each patch's status code (0: read).", NULL},
-    {"info", (getter)batch_info, NULL, "shape, first, count, nbytes, pinned, address.", NULL},
+    {"info", (getter)batch_info, NULL, "shape, first, count, nbytes, pinned, address, device.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject core_batch_type = {

@@ -83,8 +83,20 @@ def numa_node(numa):
     return int(numa)
 
 
+def cuda_device(device):
+    """The CUDA device a batch goes to: None or "cpu" for host memory (-1), "cuda" (LOCAL_RANK's
+    device, as torchrun sets it, else 0), "cuda:N" or N."""
+    if device is None or str(device) == "cpu":
+        return -1
+    if str(device) == "cuda":
+        import os
+        return int(os.environ.get("LOCAL_RANK", "0"))
+    text = str(device)
+    return int(text[5:]) if text.startswith("cuda:") else int(device)
+
+
 def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefetch, threads,
-            pinned, numa=None):
+            pinned, numa=None, device=None):
     """The tuple _core.Loader and _core.patches_read take (python/_loader.c, parse_config)."""
     if not 0.0 <= float(hed_sigma) <= 1.0:
         raise ValueError("hed_sigma must lie in [0, 1]")
@@ -92,7 +104,7 @@ def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefe
             fmt.std, bool(dihedral), float(hed_sigma),
             None if stains is None else [s._tuple() for s in stains],
             None if target is None else target._tuple(), int(prefetch), int(threads),
-            bool(pinned), numa_node(numa))
+            bool(pinned), numa_node(numa), cuda_device(device))
 
 
 def _requests(requests):
@@ -106,15 +118,16 @@ class Batch:
     """One batch made by a Loader: the library's memory, handed to numpy or PyTorch through
     DLPack without a copy (``numpy.from_dlpack(batch)``, ``torch.from_dlpack(batch)``).
     ``first``/``count``: which requests it holds; ``statuses``: each patch's status code (0 read;
-    a failed patch is zeros); ``pinned``: page-locked memory."""
+    a failed patch is zeros); ``pinned``: page-locked memory; ``device``: -1 for host memory,
+    else the CUDA device holding it."""
 
-    __slots__ = ("_core", "first", "count", "shape", "pinned", "statuses", "nbytes")
+    __slots__ = ("_core", "first", "count", "shape", "pinned", "statuses", "nbytes", "device")
 
     def __init__(self, core):
         info = core.info
         self._core = core
         self.first, self.count, self.shape = info["first"], info["count"], info["shape"]
-        self.pinned, self.nbytes = info["pinned"], info["nbytes"]
+        self.pinned, self.nbytes, self.device = info["pinned"], info["nbytes"], info["device"]
         self.statuses = np.asarray(core.statuses, dtype=np.int32)
 
     def __dlpack__(self, *args, **kwargs):
@@ -124,7 +137,10 @@ class Batch:
         return self._core.__dlpack_device__()
 
     def numpy(self):
-        """The batch as a numpy array over the same memory."""
+        """The batch as a numpy array over the same memory (host batches only)."""
+        if self.device >= 0:
+            raise ValueError(f"this batch is in the memory of CUDA device {self.device}: take it "
+                             "with torch.from_dlpack")
         return np.from_dlpack(self._core)
 
     @property
@@ -140,14 +156,16 @@ class Loader:
     memory is page-locked where a CUDA device is present (``stats()["pinned"]`` says whether it
     was). `numa` (a node, "auto": the GPU's, or None) runs the loader's threads on that NUMA
     node where the machine has several, so the batches are written into its memory
-    (``stats()["numa_node"]``: the node, or -1). `group` patches make one sample: batches then
-    have the shape (n, group, ...).
+    (``stats()["numa_node"]``: the node, or -1). With `device` ("cuda", "cuda:N") each batch is
+    copied to that GPU's memory before it is handed over, and its DLPack capsule is a CUDA one
+    (torch.from_dlpack gives a CUDA tensor). `group` patches make one sample: batches then have
+    the shape (n, group, ...).
     Iterating yields Batch objects until the requests are used up. Memory: at most prefetch + 1
     batches held by the loader, and those the caller keeps."""
 
     def __init__(self, slides, requests, fmt, *, size, batch_size, dihedral=False,
                  hed_sigma=0.0, stains=None, target=None, prefetch=2, threads=0, pinned=False,
-                 numa="auto", group=1):
+                 numa="auto", device=None, group=1):
         from . import Slide  # the package imports this module first
 
         if stains is not None and target is None:
@@ -156,7 +174,7 @@ class Loader:
         cores = [s._core if isinstance(s, Slide) else s for s in slides]
         config = _config(fmt, size, batch_size, dihedral=dihedral, hed_sigma=hed_sigma,
                          stains=stains, target=target, prefetch=prefetch, threads=threads,
-                         pinned=pinned, numa=numa)
+                         pinned=pinned, numa=numa, device=device)
         self.format, self.size, self.group = fmt, int(size), int(group)
         self._core = _core.Loader(cores, _requests(requests), config, self.group)
 

@@ -30,8 +30,9 @@ def _tiles_dict(tiles):
 
 class PatchLoader:
     """Iterate epochs of `sampler` as (tensor, tiles): the tensor shares the batch's memory
-    (torch.from_numpy, no copy); with `device` it is moved there (non_blocking when the sampler
-    pins its memory). Each iteration is the next epoch; set_epoch and `start` resume a run."""
+    (no copy); with `device` it is moved there (non_blocking when the sampler pins its memory),
+    unless the sampler already makes its batches on that device (PatchSampler(device=...)).
+    Each iteration is the next epoch; set_epoch and `start` resume a run."""
 
     def __init__(self, sampler, *, device=None, start_epoch=0, start_step=0):
         self.sampler, self.device = sampler, device
@@ -47,8 +48,8 @@ class PatchLoader:
         epoch, start = self.epoch, self.start
         self.epoch, self.start = epoch + 1, 0
         for patches, tiles in self.sampler.epoch(epoch, start=start):
-            x = torch.from_numpy(patches)
-            if self.device is not None:
+            x = patches if isinstance(patches, torch.Tensor) else torch.from_numpy(patches)
+            if self.device is not None and x.device != torch.device(self.device):
                 x = x.to(self.device, non_blocking=self.sampler.pinned)
             yield x, tiles
 

@@ -139,7 +139,8 @@ class PatchSampler:
     `dtype` (uint8, float16, float32) in `layout` (NHWC or NCHW), floats normalized by
     `mean`/`std`; `pinned` page-locks batch memory where a GPU is present, and `numa` ("auto":
     the GPU's node) keeps the loader's threads and the memory they write on one NUMA node where
-    the machine has several.
+    the machine has several. With `device` ("cuda", "cuda:N") every batch is handed over in that
+    GPU's memory, as a torch tensor instead of a numpy array.
 
     Labels: `annotations` (one per slide: a GeoJSON or ASAP XML path, an Annotations, or None)
     give each tile a class (``tiles["label"]``, an index into ``classes``; `label_rule` "centre"
@@ -163,7 +164,7 @@ class PatchSampler:
                  drop_last=False, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0),
                  std=(1.0, 1.0, 1.0), prefetch=2, pinned=False, rank=None, world_size=None,
                  on_error="raise", annotations=None, label_rule="centre", classes=None,
-                 masks=False, numa="auto"):
+                 masks=False, numa="auto", device=None):
         from .loader import BatchFormat
 
         # What a run manifest records to make the same sampler again (slidepipe.manifest).
@@ -195,7 +196,7 @@ class PatchSampler:
         self.context = None if context is None else tuple(float(m) for m in context)
         self.seed, self.dihedral, self.hed_sigma = int(seed), bool(dihedral), float(hed_sigma)
         self.threads, self.drop_last, self.prefetch = int(threads), bool(drop_last), int(prefetch)
-        self.pinned, self.on_error, self.numa = bool(pinned), on_error, numa
+        self.pinned, self.on_error, self.numa, self.device = bool(pinned), on_error, numa, device
         self.format = BatchFormat(dtype, layout, mean, std)
         self.rank, self.world_size = _rank_and_world(rank, world_size)
         self.skipped, self.failures = [], []
@@ -413,7 +414,7 @@ class PatchSampler:
                         batch_size=b * self.group, dihedral=self.dihedral,
                         hed_sigma=self.hed_sigma, stains=self.stains, target=self.target,
                         prefetch=self.prefetch, threads=self.threads, pinned=self.pinned,
-                        numa=self.numa, group=self.group)
+                        numa=self.numa, device=self.device, group=self.group)
         self.last_loader = loader
         try:
             for batch in loader:
@@ -432,7 +433,11 @@ class PatchSampler:
     def _checked(self, batch, tiles, keep=False):
         """(patches, tiles) of a batch; samples with a failed patch raise or are dropped. With
         keep, also which samples were kept."""
-        patches = batch.numpy()
+        if batch.device < 0:
+            patches = batch.numpy()
+        else:
+            import torch
+            patches = torch.from_dlpack(batch)
         failed = batch.statuses.reshape(len(tiles), self.group).any(axis=1)
         if not failed.any():
             return (patches, tiles, ~failed) if keep else (patches, tiles)
@@ -444,7 +449,11 @@ class PatchSampler:
         if self.on_error == "raise":
             path, x, y, status = self.failures[-len(bad)]
             raise _core.Error(f"{path}: the patch at ({x}, {y}) failed: {status}")
-        return (patches[~failed], tiles[~failed]) + ((~failed,) if keep else ())
+        ok = ~failed
+        if batch.device >= 0:
+            import torch
+            ok = torch.from_numpy(ok).to(patches.device)
+        return (patches[ok], tiles[~failed]) + ((~failed,) if keep else ())
 
     def manifest(self):
         """This run's manifest: every slide's pixel hash, the annotations' contents, the

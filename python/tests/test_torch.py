@@ -120,3 +120,23 @@ def test_pinned_batches_are_pinned_where_a_gpu_is(testdata):
         x, _ = next(iter(sptorch.PatchLoader(s)))
         # CUDA hosts get page-locked memory torch recognises; elsewhere ordinary memory.
         assert x.is_pinned() == torch.cuda.is_available()
+
+
+def test_batches_made_in_gpu_memory(testdata):
+    with slidepipe.open(testdata / SMALL) as s:
+        reqs = np.zeros(6, dtype=REQUEST_DTYPE)
+        reqs["x"], reqs["seed"] = np.arange(6) * 100, np.arange(6)
+        fmt = BatchFormat("float16", "NCHW", (0.5,) * 3, (0.2,) * 3)
+        want, _ = read_patches([s], reqs, fmt, size=32, dihedral=True, hed_sigma=0.1)
+        devices, why = slidepipe._core.cuda_device_count()
+        if devices == 0:
+            # No GPU: asking for one is a clear refusal, not a silent host batch.
+            with pytest.raises(slidepipe.SlidepipeError, match="no CUDA device 0"):
+                Loader([s], reqs, fmt, size=32, batch_size=3, device="cuda")
+            pytest.skip(f"no CUDA device here ({why}): the GPU batch itself is checked where "
+                        "one is present")
+        with Loader([s], reqs, fmt, size=32, batch_size=3, device="cuda", dihedral=True,
+                    hed_sigma=0.1) as loader:
+            batches = list(loader)
+        x = torch.cat([torch.from_dlpack(b) for b in batches])
+        assert x.is_cuda and torch.equal(x.cpu(), torch.from_numpy(want))

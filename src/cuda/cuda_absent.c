@@ -132,3 +132,11 @@ void sp_cuda_host_free(void *ptr) {
 int sp_cuda_device_numa_node(int device) {
     return -1;
 }
+
+sp_status sp_cuda_device_copy(int device, const void *host, size_t bytes, void **out) {
+    *out = NULL;
+    return SP_E_UNSUPPORTED;
+}
+
+void sp_cuda_device_free(int device, void *ptr) {
+}

@@ -2,7 +2,8 @@
  * the GPU is a DMA that overlaps with compute (cudaMemcpyAsync from pageable memory is staged
  * and synchronous). Asked for only when a device is present: without one the runtime would
  * fail anyway, and the loader falls back to ordinary memory. Also which NUMA node a device
- * sits on, for placing the threads that fill such memory. */
+ * sits on, for placing the threads that fill such memory, and copies of finished batches to
+ * device memory. */
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_host.h"
@@ -34,4 +35,27 @@ int sp_cuda_device_numa_node(int device) {
         return -1;
     }
     return sp_numa_pci_node(bus_id);
+}
+
+sp_status sp_cuda_device_copy(int device, const void *host, size_t bytes, void **out) {
+    *out = NULL;
+    if (cudaSetDevice(device) != cudaSuccess) {
+        return SP_E_UNSUPPORTED;
+    }
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes > 0 ? bytes : 1) != cudaSuccess) {
+        return SP_E_NOMEM;
+    }
+    if (cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(p);
+        return SP_E_IO;
+    }
+    *out = p;
+    return SP_OK;
+}
+
+void sp_cuda_device_free(int device, void *ptr) {
+    if (ptr != NULL && cudaSetDevice(device) == cudaSuccess) {
+        cudaFree(ptr);
+    }
 }

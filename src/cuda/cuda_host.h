@@ -14,4 +14,11 @@ sp_status sp_cuda_host_alloc(size_t bytes, void **out);
 /* Free memory from sp_cuda_host_alloc; NULL is accepted. */
 void sp_cuda_host_free(void *ptr);
 
+/* A copy of `bytes` of host memory in new memory of CUDA device `device`; SP_OK, or
+ * SP_E_UNSUPPORTED / SP_E_NOMEM / SP_E_IO with *out NULL. */
+sp_status sp_cuda_device_copy(int device, const void *host, size_t bytes, void **out);
+
+/* Free memory from sp_cuda_device_copy; NULL is accepted. */
+void sp_cuda_device_free(int device, void *ptr);
+
 #endif

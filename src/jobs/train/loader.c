@@ -116,15 +116,33 @@ static int64_t make_patches(const recipe *r, int64_t first, int64_t count, void 
     return (int64_t)atomic_load(&m.failed);
 }
 
-/* Batch memory, page-locked when asked for and a device is there. */
+/* Batch memory, page-locked when asked for (or to be copied to a device) and a device is there. */
 static void *batch_memory(sp_loader *l, size_t bytes, int *pinned) {
     void *p = NULL;
     *pinned = 0;
-    if (l->cfg.pinned && sp_cuda_host_alloc(bytes, &p) == SP_OK) {
+    if ((l->cfg.pinned || l->cfg.cuda) && sp_cuda_host_alloc(bytes, &p) == SP_OK) {
         *pinned = 1;
         return p;
     }
     return malloc(bytes > 0 ? bytes : 1);
+}
+
+/* Move a made batch to CUDA device memory; false (the batch freed) when that fails. */
+static bool to_device(batch_box *b, int device) {
+    void *on_device = NULL;
+    if (sp_cuda_device_copy(device, b->pub.data, b->pub.bytes, &on_device) != SP_OK) {
+        sp_batch_free(&b->pub);
+        return false;
+    }
+    if (b->pub.pinned) {
+        sp_cuda_host_free(b->pub.data);
+    } else {
+        free(b->pub.data);
+    }
+    b->pub.data = on_device;
+    b->pub.pinned = 0;
+    b->pub.device = device;
+    return true;
 }
 
 /* Batch `index`, made on the pool; NULL when out of memory. */
@@ -133,6 +151,7 @@ static batch_box *make_batch(sp_loader *l, int64_t index) {
     if (b == NULL) {
         return NULL;
     }
+    b->pub.device = -1;
     b->pub.first = index * l->cfg.batch_size;
     int64_t left = (int64_t)l->n_reqs - b->pub.first;
     b->pub.count = left < l->cfg.batch_size ? left : l->cfg.batch_size;
@@ -145,6 +164,9 @@ static batch_box *make_batch(sp_loader *l, int64_t index) {
         return NULL;
     }
     int64_t failed = make_patches(&l->r, b->pub.first, b->pub.count, b->pub.data, b->statuses);
+    if (l->cfg.cuda && !to_device(b, l->cfg.cuda_device)) {
+        return NULL;
+    }
     pthread_mutex_lock(&l->mu);
     l->stats.patches_failed += failed;
     l->stats.pinned = b->pub.pinned;
@@ -219,6 +241,11 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
         (reqs == NULL && n_reqs > 0)) {
         put(err, err_len, "loader: missing slides, requests or config (or an old config)");
         return SP_E_INVALID_ARG;
+    }
+    char why[256] = "";
+    if (loader && c->cuda && (c->cuda_device < 0 || c->cuda_device >= sp_cuda_device_count(why, sizeof why))) {
+        put(err, err_len, "loader: no CUDA device %d%s%s", c->cuda_device, why[0] ? ": " : "", why);
+        return SP_E_UNSUPPORTED;
     }
     if (loader && c->numa_place && (c->numa_node < 0 || c->numa_node >= sp_numa_nodes())) {
         put(err, err_len, "loader: no NUMA node %d (the machine has %d)", c->numa_node,
@@ -405,7 +432,9 @@ void sp_batch_free(sp_batch *batch) {
         return;
     }
     batch_box *b = (batch_box *)batch; /* pub is the box's first member */
-    if (b->pub.pinned) {
+    if (b->pub.device >= 0) {
+        sp_cuda_device_free(b->pub.device, b->pub.data);
+    } else if (b->pub.pinned) {
         sp_cuda_host_free(b->pub.data);
     } else {
         free(b->pub.data);
