@@ -180,7 +180,8 @@ static void capsule_destructor(PyObject *capsule) {
 
 /* Whether the consumer takes DLPack 1.x: max_version a tuple (major, minor), major >= 1. */
 static int wants_versioned(PyObject *max_version) {
-    if (max_version == Py_None || !PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) {
+    if (max_version == Py_None || !PyTuple_Check(max_version) ||
+        PyTuple_GET_SIZE(max_version) < 1) {
         return 0;
     }
     long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
@@ -191,8 +192,8 @@ static int wants_versioned(PyObject *max_version) {
 static PyObject *batch_dlpack(core_batch *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
     PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOO", names, &stream, &max_version,
-                                     &dl_device, &copy)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOO", names, &stream, &max_version, &dl_device,
+                                     &copy)) {
         return NULL;
     }
     if (copy == Py_True) {
@@ -225,8 +226,8 @@ static PyObject *batch_dlpack(core_batch *self, PyObject *args, PyObject *kwds) 
             .version = {1, 0}, .manager_ctx = e, .deleter = delete_versioned, .dl_tensor = t};
         capsule = PyCapsule_New(&e->versioned, "dltensor_versioned", capsule_destructor);
     } else {
-        e->managed = (sp_dl_managed_tensor){.dl_tensor = t, .manager_ctx = e,
-                                            .deleter = delete_managed};
+        e->managed =
+            (sp_dl_managed_tensor){.dl_tensor = t, .manager_ctx = e, .deleter = delete_managed};
         capsule = PyCapsule_New(&e->managed, "dltensor", capsule_destructor);
     }
     if (capsule == NULL) {
@@ -261,12 +262,11 @@ static PyObject *batch_info(core_batch *self, void *unused) {
     if (shape == NULL) {
         return NULL;
     }
-    return Py_BuildValue("{sNsLsLsnsOsKsi}", "shape", shape, "first",
-                         (long long)self->batch->first, "count", (long long)self->batch->count,
-                         "nbytes", (Py_ssize_t)self->batch->bytes, "pinned",
-                         self->batch->pinned ? Py_True : Py_False, "address",
-                         (unsigned long long)(uintptr_t)self->batch->data, "device",
-                         self->batch->device);
+    return Py_BuildValue(
+        "{sNsLsLsnsOsKsi}", "shape", shape, "first", (long long)self->batch->first, "count",
+        (long long)self->batch->count, "nbytes", (Py_ssize_t)self->batch->bytes, "pinned",
+        self->batch->pinned ? Py_True : Py_False, "address",
+        (unsigned long long)(uintptr_t)self->batch->data, "device", self->batch->device);
 }
 
 static PyMethodDef batch_methods[] = {
@@ -356,8 +356,8 @@ static int loader_init(core_loader *self, PyObject *args, PyObject *kwds) {
     char err[512] = "";
     sp_loader *l = NULL;
     sp_status st;
-    Py_BEGIN_ALLOW_THREADS st = sp_loader_create(arr, (size_t)n_slides, view.buf, n_reqs,
-                                                 &cfg.c, &l, err, sizeof err);
+    Py_BEGIN_ALLOW_THREADS st =
+        sp_loader_create(arr, (size_t)n_slides, view.buf, n_reqs, &cfg.c, &l, err, sizeof err);
     Py_END_ALLOW_THREADS PyBuffer_Release(&view);
     if (st != SP_OK) {
         raise_status(st, err);
@@ -409,12 +409,11 @@ static PyObject *loader_stats(core_loader *self, PyObject *unused) {
         PyErr_SetString(PyExc_ValueError, "the loader is closed");
         return NULL;
     }
-    return Py_BuildValue("{sLsLsLsLsLsdsOsi}", "batches_made", (long long)s.batches_made,
-                         "batches_taken", (long long)s.batches_taken, "bytes_held",
-                         (long long)s.bytes_held, "bytes_held_peak", (long long)s.bytes_held_peak,
-                         "patches_failed", (long long)s.patches_failed, "wait_seconds",
-                         s.wait_seconds, "pinned", s.pinned ? Py_True : Py_False, "numa_node",
-                         s.numa_node);
+    return Py_BuildValue(
+        "{sLsLsLsLsLsdsOsi}", "batches_made", (long long)s.batches_made, "batches_taken",
+        (long long)s.batches_taken, "bytes_held", (long long)s.bytes_held, "bytes_held_peak",
+        (long long)s.bytes_held_peak, "patches_failed", (long long)s.patches_failed, "wait_seconds",
+        s.wait_seconds, "pinned", s.pinned ? Py_True : Py_False, "numa_node", s.numa_node);
 }
 
 static PyObject *loader_close(core_loader *self, PyObject *unused) {
@@ -471,8 +470,8 @@ static PyObject *core_patches_read(PyObject *module, PyObject *args) {
     }
     char err[512] = "";
     sp_status st;
-    Py_BEGIN_ALLOW_THREADS st = sp_patches_read(arr, (size_t)n_slides, reqs.buf, n, &cfg.c,
-                                                out.buf, statuses, err, sizeof err);
+    Py_BEGIN_ALLOW_THREADS st = sp_patches_read(arr, (size_t)n_slides, reqs.buf, n, &cfg.c, out.buf,
+                                                statuses, err, sizeof err);
     Py_END_ALLOW_THREADS PyBuffer_Release(&reqs);
     PyBuffer_Release(&out);
     if (st != SP_OK && err[0] != '\0') {

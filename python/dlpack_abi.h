@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-enum { SP_DL_CPU = 1, SP_DL_CUDA = 2 }; /* DLDeviceType kDLCPU, kDLCUDA */
+enum { SP_DL_CPU = 1, SP_DL_CUDA = 2 };   /* DLDeviceType kDLCPU, kDLCUDA */
 enum { SP_DL_UINT = 1, SP_DL_FLOAT = 2 }; /* DLDataTypeCode kDLUInt, kDLFloat */
 
 typedef struct sp_dl_device {

@@ -19,8 +19,12 @@
 
 static sp_loader_config config(int64_t batch, int prefetch, int threads, sp_batch_dtype dtype,
                                sp_batch_layout layout) {
-    sp_loader_config c = {.struct_size = sizeof c, .size = SIZE, .batch_size = batch,
-                          .dihedral = 1, .hed_sigma = 0.1, .prefetch = prefetch,
+    sp_loader_config c = {.struct_size = sizeof c,
+                          .size = SIZE,
+                          .batch_size = batch,
+                          .dihedral = 1,
+                          .hed_sigma = 0.1,
+                          .prefetch = prefetch,
                           .threads = threads};
     c.format.dtype = dtype;
     c.format.layout = layout;
@@ -35,7 +39,8 @@ static void make_requests(sp_patch_request *r, int n, int64_t w, int64_t h) {
     uint64_t s = 12345;
     for (int i = 0; i < n; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
-        r[i] = (sp_patch_request){.slide = 0, .level = i % 3 == 2 ? -1 : 0,
+        r[i] = (sp_patch_request){.slide = 0,
+                                  .level = i % 3 == 2 ? -1 : 0,
                                   .downsample = 1.5 + (double)(i % 4),
                                   .x = (int64_t)((s >> 20) % (uint64_t)(w - SIZE)),
                                   .y = (int64_t)((s >> 40) % (uint64_t)(h - SIZE)),

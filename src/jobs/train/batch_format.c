@@ -70,8 +70,8 @@ sp_status sp_batch_lut_init(sp_batch_lut *lut, const sp_batch_format *format) {
     return SP_OK;
 }
 
-void sp_batch_write_rows(const sp_batch_lut *lut, const uint8_t *rgb, int64_t width,
-                         int64_t height, int64_t row0, int64_t rows, void *image) {
+void sp_batch_write_rows(const sp_batch_lut *lut, const uint8_t *rgb, int64_t width, int64_t height,
+                         int64_t row0, int64_t rows, void *image) {
     int64_t n = width * rows, plane = width * height, at = width * row0;
     sp_batch_dtype dtype = lut->format.dtype;
     if (lut->format.layout == SP_BATCH_NHWC) {

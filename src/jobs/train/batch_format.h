@@ -20,7 +20,7 @@ sp_status sp_batch_lut_init(sp_batch_lut *lut, const sp_batch_format *format);
 
 /* Write rows [row0, row0 + rows) of a width x height image, given as RGB8 rows one after
  * another in `rgb`, into `image`, the whole image's place in the batch. */
-void sp_batch_write_rows(const sp_batch_lut *lut, const uint8_t *rgb, int64_t width,
-                         int64_t height, int64_t row0, int64_t rows, void *image);
+void sp_batch_write_rows(const sp_batch_lut *lut, const uint8_t *rgb, int64_t width, int64_t height,
+                         int64_t row0, int64_t rows, void *image);
 
 #endif

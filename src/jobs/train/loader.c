@@ -178,9 +178,10 @@ static void *produce(void *user) {
     sp_loader *l = user;
     /* Threads the pool starts from here inherit the placement, and memory goes to the node of
      * the thread that first writes it. */
-    int node = l->cfg.numa_place && sp_numa_nodes() > 1 && sp_numa_bind_thread(l->cfg.numa_node) == 0
-                   ? l->cfg.numa_node
-                   : -1;
+    int node =
+        l->cfg.numa_place && sp_numa_nodes() > 1 && sp_numa_bind_thread(l->cfg.numa_node) == 0
+            ? l->cfg.numa_node
+            : -1;
     pthread_mutex_lock(&l->mu);
     l->stats.numa_node = node;
     pthread_mutex_unlock(&l->mu);
@@ -243,7 +244,8 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
         return SP_E_INVALID_ARG;
     }
     char why[256] = "";
-    if (loader && c->cuda && (c->cuda_device < 0 || c->cuda_device >= sp_cuda_device_count(why, sizeof why))) {
+    if (loader && c->cuda &&
+        (c->cuda_device < 0 || c->cuda_device >= sp_cuda_device_count(why, sizeof why))) {
         put(err, err_len, "loader: no CUDA device %d%s%s", c->cuda_device, why[0] ? ": " : "", why);
         return SP_E_UNSUPPORTED;
     }
@@ -253,9 +255,10 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
         return SP_E_INVALID_ARG;
     }
     if (c->size < 1 || c->size > 65536 || c->batch_size < 1 ||
-        (loader && (c->prefetch < 1 || c->prefetch > MAX_PREFETCH)) || !(c->hed_sigma >= 0 && c->hed_sigma <= 1) ||
-        sp_batch_lut_init(&lut, &c->format) != SP_OK) {
-        put(err, err_len, "loader: bad config (size %lld, batch size %lld, prefetch %d, "
+        (loader && (c->prefetch < 1 || c->prefetch > MAX_PREFETCH)) ||
+        !(c->hed_sigma >= 0 && c->hed_sigma <= 1) || sp_batch_lut_init(&lut, &c->format) != SP_OK) {
+        put(err, err_len,
+            "loader: bad config (size %lld, batch size %lld, prefetch %d, "
             "hed_sigma %g, or a dtype, layout or std that is not usable)",
             (long long)c->size, (long long)c->batch_size, c->prefetch, c->hed_sigma);
         return SP_E_INVALID_ARG;
@@ -267,9 +270,9 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
         return SP_E_LIMIT;
     }
     for (size_t s = 0; s < n_slides; s++) {
-        if (slides[s] == NULL || (c->source_stains != NULL &&
-                                  (!stains_usable(&c->source_stains[s]) ||
-                                   !stains_usable(&c->target)))) {
+        if (slides[s] == NULL ||
+            (c->source_stains != NULL &&
+             (!stains_usable(&c->source_stains[s]) || !stains_usable(&c->target)))) {
             put(err, err_len, "loader: slide %zu is missing or its stains are not usable", s);
             return SP_E_INVALID_ARG;
         }
@@ -285,8 +288,10 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
         const char *name = sp_slide_file_name(s) ? sp_slide_file_name(s) : "(memory)";
         if (r->level < -1 || r->level >= s->n_levels ||
             (r->level == -1 && !(r->downsample >= 1 && r->downsample <= 1e6))) {
-            put(err, err_len, "loader: request %zu: %s has %d levels; level %d, downsample %g "
-                "cannot be read", i, name, (int)s->n_levels, (int)r->level, r->downsample);
+            put(err, err_len,
+                "loader: request %zu: %s has %d levels; level %d, downsample %g "
+                "cannot be read",
+                i, name, (int)s->n_levels, (int)r->level, r->downsample);
             return SP_E_INVALID_ARG;
         }
     }
@@ -305,8 +310,8 @@ static void set_recipe(recipe *r, sp_slide *const *slides, const sp_patch_reques
 
 sp_status sp_patches_read(sp_slide *const *slides, size_t n_slides,
                           const sp_patch_request *requests, size_t n_requests,
-                          const sp_loader_config *config, void *dst, sp_status *statuses,
-                          char *err, size_t err_len) {
+                          const sp_loader_config *config, void *dst, sp_status *statuses, char *err,
+                          size_t err_len) {
     sp_status st = check(slides, n_slides, requests, n_requests, config, false, err, err_len);
     if (st != SP_OK || n_requests == 0) {
         return st;

@@ -31,8 +31,8 @@ sp_status sp_slide_read_image(sp_slide *slide, double downsample, int64_t x, int
         return SP_E_INVALID_ARG;
     }
     image_sink k = {&lut, width, height, dst};
-    sp_status st = sp_slide_read_scaled_rows(slide, SP_PIXEL_RGB8, downsample, x, y, width,
-                                             height, take_row, &k);
+    sp_status st = sp_slide_read_scaled_rows(slide, SP_PIXEL_RGB8, downsample, x, y, width, height,
+                                             take_row, &k);
     if (st != SP_OK) {
         memset(dst, 0, (size_t)(width * height * 3 * lut.bytes));
     }
