@@ -241,17 +241,22 @@ static PyObject *batch_dlpack_device(core_batch *self, PyObject *unused) {
     return Py_BuildValue("(ii)", device >= 0 ? SP_DL_CUDA : SP_DL_CPU, device >= 0 ? device : 0);
 }
 
-static PyObject *batch_statuses(core_batch *self, void *unused) {
-    PyObject *list = PyList_New(self->batch->count);
-    for (int64_t i = 0; list != NULL && i < self->batch->count; i++) {
-        PyObject *v = PyLong_FromLong(self->batch->statuses[i]);
+/* A list of statuses as ints. */
+static PyObject *status_list(const sp_status *statuses, int64_t n) {
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (int64_t i = 0; list != NULL && i < n; i++) {
+        PyObject *v = PyLong_FromLong(statuses[i]);
         if (v == NULL) {
             Py_CLEAR(list);
             break;
         }
-        PyList_SET_ITEM(list, i, v);
+        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
     }
     return list;
+}
+
+static PyObject *batch_statuses(core_batch *self, void *unused) {
+    return status_list(self->batch->statuses, self->batch->count);
 }
 
 static PyObject *batch_info(core_batch *self, void *unused) {
@@ -478,10 +483,7 @@ static PyObject *core_patches_read(PyObject *module, PyObject *args) {
         raise_status(st, err);
         goto done;
     }
-    result = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; result != NULL && i < n; i++) {
-        PyList_SET_ITEM(result, (Py_ssize_t)i, PyLong_FromLong(statuses[i]));
-    }
+    result = status_list(statuses, (int64_t)n);
 done:
     PyMem_Free(statuses);
     PyMem_Free(arr);

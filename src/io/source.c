@@ -75,3 +75,29 @@ void sp_source_close(sp_source *src) {
     free(src->name);
     free(src);
 }
+
+sp_status sp_source_read_whole(sp_source *src, const char *name, uint64_t max, char **out,
+                               size_t *len, sp_err *err) {
+    *out = NULL;
+    *len = 0;
+    uint64_t size = sp_source_size(src);
+    char *buf = NULL;
+    sp_status st = SP_OK;
+    if (size > max) {
+        st = sp_err_set(err, SP_E_LIMIT, "%s: %llu bytes exceed the limit of %llu for this file",
+                        name, (unsigned long long)size, (unsigned long long)max);
+    } else if ((buf = malloc((size_t)size + 1)) == NULL) {
+        st = sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", name);
+    } else {
+        st = sp_source_read(src, 0, buf, (size_t)size, err);
+    }
+    sp_source_close(src);
+    if (st != SP_OK) {
+        free(buf);
+        return st;
+    }
+    buf[size] = '\0';
+    *out = buf;
+    *len = (size_t)size;
+    return SP_OK;
+}

@@ -59,4 +59,9 @@ const char *sp_source_name(const sp_source *src);
 /* Close and free; NULL is accepted. */
 void sp_source_close(sp_source *src);
 
+/* Read all of `src` (closed here, whatever happens) into a new NUL-terminated buffer (free it),
+ * its length in *len; SP_E_LIMIT naming `name` when it holds more than `max` bytes. */
+sp_status sp_source_read_whole(sp_source *src, const char *name, uint64_t max, char **out,
+                               size_t *len, sp_err *err);
+
 #endif

@@ -36,25 +36,7 @@ static sp_status read_all(const char *path, uint64_t max, char **out, size_t *ou
     if (st != SP_OK || *missing) {
         return st;
     }
-    uint64_t size = sp_source_size(src);
-    char *buf = NULL;
-    if (size > max) {
-        st = sp_err_set(err, SP_E_LIMIT, "%s: %llu bytes is too large", path,
-                        (unsigned long long)size);
-    } else if ((buf = malloc((size_t)size + 1)) == NULL) {
-        st = sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
-    } else {
-        st = sp_source_read(src, 0, buf, (size_t)size, err);
-    }
-    sp_source_close(src);
-    if (st != SP_OK) {
-        free(buf);
-        return st;
-    }
-    buf[size] = '\0';
-    *out = buf;
-    *out_len = (size_t)size;
-    return SP_OK;
+    return sp_source_read_whole(src, path, max, out, out_len, err);
 }
 
 /* Compare the file at `path` with its manifest hash: *problem becomes "missing", "changed" (also

@@ -275,25 +275,7 @@ static sp_status read_whole(const char *path, char **out, size_t *len, sp_err *e
     if (st != SP_OK) {
         return st;
     }
-    uint64_t size = sp_source_size(src);
-    char *buf = NULL;
-    if (size > SP_ANN_MAX_FILE_BYTES) {
-        st = sp_err_set(err, SP_E_LIMIT, "%s: %llu bytes exceed the annotation file limit of %llu",
-                        path, (unsigned long long)size, (unsigned long long)SP_ANN_MAX_FILE_BYTES);
-    } else if ((buf = malloc((size_t)size + 1)) == NULL) {
-        st = sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
-    } else {
-        st = sp_source_read(src, 0, buf, (size_t)size, err);
-    }
-    sp_source_close(src);
-    if (st != SP_OK) {
-        free(buf);
-        return st;
-    }
-    buf[size] = '\0';
-    *out = buf;
-    *len = (size_t)size;
-    return SP_OK;
+    return sp_source_read_whole(src, path, SP_ANN_MAX_FILE_BYTES, out, len, err);
 }
 
 sp_status sp_annotations_load(const char *path, sp_annotations **out, char *err, size_t err_len) {

@@ -298,6 +298,15 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
     return SP_OK;
 }
 
+/* Free the loader's own memory (its thread and locks are gone). */
+static void free_loader(sp_loader *l) {
+    free(l->slides);
+    free(l->reqs);
+    free(l->ready);
+    free(l->stains);
+    free(l);
+}
+
 static void set_recipe(recipe *r, sp_slide *const *slides, const sp_patch_request *reqs,
                        const sp_loader_config *cfg) {
     r->slides = slides;
@@ -391,11 +400,7 @@ fail:
     if (mu) {
         pthread_mutex_destroy(&l->mu);
     }
-    free(l->slides);
-    free(l->reqs);
-    free(l->ready);
-    free(l->stains);
-    free(l);
+    free_loader(l);
     return st;
 }
 
@@ -474,9 +479,5 @@ void sp_loader_destroy(sp_loader *l) {
     }
     pthread_cond_destroy(&l->changed);
     pthread_mutex_destroy(&l->mu);
-    free(l->slides);
-    free(l->reqs);
-    free(l->ready);
-    free(l->stains);
-    free(l);
+    free_loader(l);
 }
