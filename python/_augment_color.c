@@ -86,13 +86,12 @@ static PyObject *photometric_draw(PyObject *module, PyObject *args) {
     if (st != SP_OK) {
         return raise_status(st, BAD_PARAMS);
     }
-    return Py_BuildValue("{s:O,s:(iiii),s:d,s:d,s:d,s:d,s:O,s:d,s:i,s:O,s:d}", "jitter",
-                         d.jitter ? Py_True : Py_False, "order", d.order[0], d.order[1],
-                         d.order[2], d.order[3], "brightness", d.brightness, "contrast",
-                         d.contrast, "saturation", d.saturation, "hue", d.hue, "blur",
-                         d.blur ? Py_True : Py_False, "blur_sigma", d.blur_sigma, "blur_kernel",
-                         d.blur_kernel, "noise", d.noise ? Py_True : Py_False, "noise_sigma",
-                         d.noise_sigma);
+    return Py_BuildValue(
+        "{s:O,s:(iiii),s:d,s:d,s:d,s:d,s:O,s:d,s:i,s:O,s:d}", "jitter",
+        d.jitter ? Py_True : Py_False, "order", d.order[0], d.order[1], d.order[2], d.order[3],
+        "brightness", d.brightness, "contrast", d.contrast, "saturation", d.saturation, "hue",
+        d.hue, "blur", d.blur ? Py_True : Py_False, "blur_sigma", d.blur_sigma, "blur_kernel",
+        d.blur_kernel, "noise", d.noise ? Py_True : Py_False, "noise_sigma", d.noise_sigma);
 }
 
 PyMethodDef augment_color_methods[] = {

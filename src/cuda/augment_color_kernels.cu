@@ -181,8 +181,8 @@ sp_status fail(sp_err *err, cudaError_t e, const char *what) {
                       "photometric augmentation on the GPU: %s: %s", what, cudaGetErrorString(e));
 }
 
-sp_status run(uint8_t *host, int64_t count, int64_t width, int64_t height,
-              const patch_plan *plans, bool any_blur, sp_err *err) {
+sp_status run(uint8_t *host, int64_t count, int64_t width, int64_t height, const patch_plan *plans,
+              bool any_blur, sp_err *err) {
     int64_t npix = width * height;
     size_t bytes = (size_t)(count * npix * 3);
     gpu g;
@@ -201,8 +201,7 @@ sp_status run(uint8_t *host, int64_t count, int64_t width, int64_t height,
     }
     e = cudaMemcpy(g.rgb, host, bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) {
-        e = cudaMemcpy(g.plans, plans, (size_t)count * sizeof(patch_plan),
-                       cudaMemcpyHostToDevice);
+        e = cudaMemcpy(g.plans, plans, (size_t)count * sizeof(patch_plan), cudaMemcpyHostToDevice);
     }
     if (e != cudaSuccess) {
         return fail(err, e, "uploading");
@@ -220,10 +219,10 @@ sp_status run(uint8_t *host, int64_t count, int64_t width, int64_t height,
     for (int64_t base = 0; base < count; base += GRID_Y_MAX) {
         unsigned n = (unsigned)(count - base < GRID_Y_MAX ? count - base : GRID_Y_MAX);
         if (any_blur) {
-            blur_rows<<<dim3(pixel_blocks, n), THREADS>>>(g.rgb, width, height, g.plans,
-                                                          g.scratch, (int)base);
-            blur_cols<<<dim3(pixel_blocks, n), THREADS>>>(g.rgb, width, height, g.plans,
-                                                          g.scratch, (int)base);
+            blur_rows<<<dim3(pixel_blocks, n), THREADS>>>(g.rgb, width, height, g.plans, g.scratch,
+                                                          (int)base);
+            blur_cols<<<dim3(pixel_blocks, n), THREADS>>>(g.rgb, width, height, g.plans, g.scratch,
+                                                          (int)base);
         }
         noise<<<dim3(element_blocks, n), THREADS>>>(g.rgb, npix, g.plans, (int)base);
     }

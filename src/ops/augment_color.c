@@ -142,8 +142,8 @@ static bool step_on(const sp_photometric_draws *d, int step) {
 }
 
 void sp_jitter_ratio(const sp_photometric_draws *d, int step, float *ratio, float *rest) {
-    double f = step == SP_JITTER_BRIGHTNESS ? d->brightness
-               : step == SP_JITTER_CONTRAST ? d->contrast
+    double f = step == SP_JITTER_BRIGHTNESS   ? d->brightness
+               : step == SP_JITTER_CONTRAST   ? d->contrast
                : step == SP_JITTER_SATURATION ? d->saturation
                                               : d->hue;
     *ratio = (float)f;
@@ -231,9 +231,9 @@ static void augment_item(void *user, size_t i) {
     }
 }
 
-sp_status sp_augment_photometric_batch(uint8_t *rgb, int64_t count, int64_t width,
-                                       int64_t height, const uint64_t *seeds,
-                                       const sp_photometric_params *p, int threads) {
+sp_status sp_augment_photometric_batch(uint8_t *rgb, int64_t count, int64_t width, int64_t height,
+                                       const uint64_t *seeds, const sp_photometric_params *p,
+                                       int threads) {
     if (count < 0 || sp_photometric_check(p) != SP_OK) {
         return SP_E_INVALID_ARG;
     }

@@ -90,7 +90,7 @@ SP_AUG_HD static inline void sp_aug_jitter_step(uint8_t *px, int step, float rat
         sp_aug_hue(px, ratio);
         return;
     }
-    float other = step == SP_JITTER_CONTRAST ? mean
+    float other = step == SP_JITTER_CONTRAST     ? mean
                   : step == SP_JITTER_SATURATION ? (float)sp_aug_grey(px)
                                                  : 0.0f;
     for (int c = 0; c < 3; c++) {

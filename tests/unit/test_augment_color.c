@@ -207,7 +207,8 @@ static void test_draws_independent(void) {
 
 static void test_batch_equals_single(void) {
     size_t patch = W * H * 3;
-    uint8_t *src = malloc(patch * COUNT), *one = malloc(patch * COUNT), *many = malloc(patch * COUNT);
+    uint8_t *src = malloc(patch * COUNT), *one = malloc(patch * COUNT),
+            *many = malloc(patch * COUNT);
     uint64_t seeds[COUNT];
     fill(src, patch * COUNT, 9);
     for (int i = 0; i < COUNT; i++) {
