@@ -113,6 +113,14 @@ def test_jitter_in_drawn_order_equals_torchvision():
     assert diff.max() == 0
 
 
+def test_contrast_mean_on_large_patches():
+    """The grey sum passes 2^24 here; the library's exact integer sum still gives torch's mean."""
+    params = Photometric(contrast=0.5)
+    diff = compare("contrast 768x1024", params, lambda img, s, d: reference_jitter(img, d), n=3,
+                   shape=(768, 1024))
+    assert diff.max() == 0
+
+
 def test_blur_equals_torchvision_up_to_float_rounding():
     for kernel in (0, 5):
         params = Photometric(blur=(0.2, 3.0), blur_kernel=kernel)
