@@ -908,7 +908,8 @@ SP_API sp_status sp_annotations_rasterize(const sp_annotations *ann, double down
  * splitmix64 started at seed ^ 0x70686f746f6d6574 ("photomet"), always all ten in a fixed order
  * whatever is switched on, and the noise's normal numbers from a counter-based generator keyed by
  * (seed, element), so a patch's result depends on nothing but its seed and these parameters.
- * Set struct_size to sizeof(sp_photometric_params); zero everything else for "off". */
+ * Set struct_size to sizeof(sp_photometric_params); zero everything else for "off". The three
+ * factor spreads must be finite and at most 1e6. */
 typedef struct sp_photometric_params {
     size_t struct_size;
     double jitter_p;   /* probability in [0, 1] that the colour jitter is applied */
