@@ -902,6 +902,70 @@ SP_API sp_status sp_annotations_rasterize(const sp_annotations *ann, double down
                                           double y0, int64_t width, int64_t height,
                                           uint8_t *labels, int64_t stride);
 
+/* ---- Augmentation: colour, noise, blur -------------------------------------------------- */
+
+/* Photometric augmentation of RGB8 patches (docs/augment-color.md has the exact definitions).
+ * Per patch, in this order: a colour jitter (torchvision's ColorJitter: brightness, contrast,
+ * saturation and hue in a random order, each step on uint8 values as torchvision computes it for
+ * a uint8 tensor), a Gaussian blur, additive Gaussian noise. Each stage is applied with its own
+ * probability. Every random number comes from the patch's 64-bit seed: ten uniform draws of
+ * splitmix64 started at seed ^ 0x70686f746f6d6574 ("photomet"), always all ten in a fixed order
+ * whatever is switched on, and the noise's normal numbers from a counter-based generator keyed by
+ * (seed, element), so a patch's result depends on nothing but its seed and these parameters.
+ * Set struct_size to sizeof(sp_photometric_params); zero everything else for "off". The three
+ * factor spreads must be finite and at most 1e6. */
+typedef struct sp_photometric_params {
+    size_t struct_size;
+    double jitter_p;   /* probability in [0, 1] that the colour jitter is applied */
+    double brightness; /* >= 0: factor uniform in [max(0, 1 - brightness), 1 + brightness] */
+    double contrast;   /* >= 0: factor uniform in [max(0, 1 - contrast), 1 + contrast] */
+    double saturation; /* >= 0: factor uniform in [max(0, 1 - saturation), 1 + saturation] */
+    double hue;        /* in [0, 0.5]: hue shift uniform in [-hue, hue] (of a full turn) */
+    double blur_p;     /* probability in [0, 1] of the Gaussian blur */
+    double blur_sigma_min, blur_sigma_max; /* pixels, 0 < min <= max <= 40: sigma uniform */
+    int32_t blur_kernel_size; /* odd, 1..255; 0: 2 * ceil(3 sigma) + 1 for the drawn sigma */
+    double noise_p;           /* probability in [0, 1] of the additive Gaussian noise */
+    double noise_sigma_min, noise_sigma_max; /* 8-bit units, 0 <= min <= max <= 255: uniform */
+} sp_photometric_params;
+
+/* What the seed draws for a patch (sp_photometric_draw). A stage not applied has its identity
+ * values (factors 1, hue 0, sigma 0). */
+typedef struct sp_photometric_draws {
+    size_t struct_size;
+    int32_t jitter;   /* 1 when the jitter is applied */
+    int32_t order[4]; /* the steps in the order applied: 0 brightness, 1 contrast, 2 saturation,
+                         3 hue (a step whose range is zero is skipped) */
+    double brightness, contrast, saturation, hue;
+    int32_t blur;        /* 1 when the blur is applied */
+    double blur_sigma;   /* pixels */
+    int32_t blur_kernel; /* odd kernel size */
+    int32_t noise;       /* 1 when the noise is applied */
+    double noise_sigma;  /* 8-bit units */
+} sp_photometric_draws;
+
+/* Fill `out` (struct_size set by the caller) with the draws of `seed` under `p`. SP_E_INVALID_ARG
+ * for NULL pointers, a struct_size too small, or a parameter outside the ranges documented on
+ * sp_photometric_params. Thread-safe (pure). */
+SP_API sp_status sp_photometric_draw(uint64_t seed, const sp_photometric_params *p,
+                                     sp_photometric_draws *out);
+
+/* Augment one width x height RGB8 patch (rows of width * 3 bytes) in place with the draws of
+ * `seed`. SP_E_INVALID_ARG for a NULL patch, a size outside [1, 2^20] per side, or bad parameters
+ * (as sp_photometric_draw); SP_E_NOMEM when the blur's scratch memory cannot be had. The patch is
+ * unchanged on any error. Thread-safe (pure). */
+SP_API sp_status sp_augment_photometric(uint8_t *rgb, int64_t width, int64_t height,
+                                        uint64_t seed, const sp_photometric_params *p);
+
+/* sp_augment_photometric over `count` patches stored one after another (patch i at
+ * rgb + i * width * height * 3, seed seeds[i]) on up to `threads` threads (0 or less: one per
+ * core). The bytes do not depend on the thread count or on how a batch is split. Errors as
+ * sp_augment_photometric, and SP_E_INVALID_ARG for count < 0 or NULL seeds with count > 0
+ * (nothing is changed then); on SP_E_NOMEM the patches whose blur could not get memory are left
+ * unchanged and the others are augmented. */
+SP_API sp_status sp_augment_photometric_batch(uint8_t *rgb, int64_t count, int64_t width,
+                                              int64_t height, const uint64_t *seeds,
+                                              const sp_photometric_params *p, int threads);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,4 +44,8 @@ int add_store_constants(PyObject *m);
  * slidepipe/labels.py. */
 extern PyMethodDef annotation_methods[];
 
+/* augment_photometric and photometric_draw (_augment_color.c), behind
+ * slidepipe/augment_color.py. */
+extern PyMethodDef augment_color_methods[];
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda/cuda_augment_color.h"
 #include "cuda/cuda_host.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
@@ -139,4 +140,10 @@ sp_status sp_cuda_device_copy(int device, const void *host, size_t bytes, void *
 }
 
 void sp_cuda_device_free(int device, void *ptr) {
+}
+
+sp_status sp_cuda_augment_photometric(uint8_t *rgb, int64_t count, int64_t width, int64_t height,
+                                      const uint64_t *seeds, const sp_photometric_params *p,
+                                      sp_err *err) {
+    return sp_err_set(err, SP_E_UNSUPPORTED, "photometric augmentation on the GPU: %s", WHY);
 }
