@@ -1,6 +1,7 @@
 /* _core.h — what the extension's C files share: the Slide object, raising a status as
  * SlidepipeError, and the module functions of _stores.c (convert, process, verify), _loader.c
- * (the training loader) and _annotations.c (annotation files into label maps). */
+ * (the training loader), _annotations.c (annotation files into label maps) and _qc.c (tile QC
+ * scores). */
 #ifndef SP_PYTHON_CORE_H
 #define SP_PYTHON_CORE_H
 
@@ -43,5 +44,8 @@ int add_store_constants(PyObject *m);
 /* annotations_load, annotations_info and annotations_rasterize (_annotations.c), behind
  * slidepipe/labels.py. */
 extern PyMethodDef annotation_methods[];
+
+/* tile_qc (_qc.c), behind slidepipe/qc.py. */
+extern PyMethodDef qc_methods[];
 
 #endif

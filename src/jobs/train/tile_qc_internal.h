@@ -14,7 +14,7 @@ enum {
     SP_QC_PEN_BLUE = 2,   /* B >= G + BLUE_MARGIN and G >= R + INK_GREEN_OVER_RED */
     SP_QC_PEN_GREEN = 3,  /* G >= R + GREEN_MARGIN and G >= B + GREEN_MARGIN */
     SP_QC_OTHER = 4,      /* chroma <= TISSUE_CHROMA: grey, neither glass nor tissue */
-    SP_QC_FOLD = 5,       /* tissue with max <= FOLD_MAX and chroma >= max / 2 */
+    SP_QC_FOLD = 5,       /* tissue with luma <= FOLD_LUMA and 2 chroma >= max */
     SP_QC_TISSUE = 6,     /* the rest */
     SP_QC_CLASSES = 7
 };
@@ -27,7 +27,12 @@ enum {
 #define SP_QC_INK_GREEN_OVER_RED 10
 #define SP_QC_GREEN_MARGIN 20
 #define SP_QC_TISSUE_CHROMA 8 /* SP_TISSUE_MIN_CHROMA, the tissue mask's floor */
-#define SP_QC_FOLD_MAX 120
+#define SP_QC_FOLD_LUMA 140
+
+/* The 8-bit luma of the blur score and the fold rule: BT.601 weights in 8-bit fixed point. */
+static inline uint8_t sp_qc_luma(uint8_t r, uint8_t g, uint8_t b) {
+    return (uint8_t)((77 * r + 150 * g + 29 * b + 128) >> 8);
+}
 
 uint8_t sp_qc_classify(uint8_t r, uint8_t g, uint8_t b);
 

@@ -32,7 +32,9 @@ uint8_t sp_qc_classify(uint8_t r, uint8_t g, uint8_t b) {
     if (chroma <= SP_QC_TISSUE_CHROMA) {
         return SP_QC_OTHER;
     }
-    if (mx <= SP_QC_FOLD_MAX && 2 * chroma >= mx) {
+    /* A fold doubles the optical density: darker (by luma, so that folded pink stroma, whose
+     * red stays high, counts) and at least half saturated. */
+    if (sp_qc_luma(r, g, b) <= SP_QC_FOLD_LUMA && 2 * chroma >= mx) {
         return SP_QC_FOLD;
     }
     return SP_QC_TISSUE;
@@ -54,7 +56,7 @@ void sp_qc_score(const uint8_t *rgb, int64_t stride, int64_t size, uint8_t *cls,
         for (int64_t x = 0; x < size; x++, p += 3) {
             c[x] = sp_qc_classify(p[0], p[1], p[2]);
             counts[c[x]]++;
-            l[x] = (uint8_t)((77 * p[0] + 150 * p[1] + 29 * p[2] + 128) >> 8);
+            l[x] = sp_qc_luma(p[0], p[1], p[2]);
         }
     }
     /* Laplacian sums: |lap| <= 1020, so sum and sum of squares of up to 2^26 pixels stay far
