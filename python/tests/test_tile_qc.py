@@ -106,7 +106,7 @@ def _reference(rgb):
     rules = [  # (class, rule), first match wins
         (0, (mn >= 200) & (chroma <= 24)),
         (1, (mx <= 80) & (chroma <= 40)),
-        (2, (b >= g + 30) & (g >= r + 10)),
+        (2, (b >= g + 30) & (g >= r)),
         (3, (g >= r + 20) & (g >= b + 20)),
         (4, chroma <= 8),
         (5, (luma <= 140) & (2 * chroma >= mx)),

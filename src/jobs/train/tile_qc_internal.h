@@ -11,7 +11,7 @@
 enum {
     SP_QC_BACKGROUND = 0, /* min >= GLASS_MIN and chroma <= GLASS_CHROMA */
     SP_QC_PEN_BLACK = 1,  /* max <= BLACK_MAX and chroma <= BLACK_CHROMA */
-    SP_QC_PEN_BLUE = 2,   /* B >= G + BLUE_MARGIN and G >= R + INK_GREEN_OVER_RED */
+    SP_QC_PEN_BLUE = 2,   /* B >= G + BLUE_MARGIN and G >= R */
     SP_QC_PEN_GREEN = 3,  /* G >= R + GREEN_MARGIN and G >= B + GREEN_MARGIN */
     SP_QC_OTHER = 4,      /* chroma <= TISSUE_CHROMA: grey, neither glass nor tissue */
     SP_QC_FOLD = 5,       /* tissue with luma <= FOLD_LUMA and 2 chroma >= max */
@@ -24,7 +24,6 @@ enum {
 #define SP_QC_BLACK_MAX 80
 #define SP_QC_BLACK_CHROMA 40
 #define SP_QC_BLUE_MARGIN 30
-#define SP_QC_INK_GREEN_OVER_RED 10
 #define SP_QC_GREEN_MARGIN 20
 #define SP_QC_TISSUE_CHROMA 8 /* SP_TISSUE_MIN_CHROMA, the tissue mask's floor */
 #define SP_QC_FOLD_LUMA 140

@@ -22,8 +22,8 @@ uint8_t sp_qc_classify(uint8_t r, uint8_t g, uint8_t b) {
         return SP_QC_PEN_BLACK;
     }
     /* Haematoxylin and eosin both absorb green more than red, so stained tissue has G < R
-     * (hue past 240 degrees, purple to pink); blue and green inks have G above R. */
-    if (b >= g + SP_QC_BLUE_MARGIN && g >= r + SP_QC_INK_GREEN_OVER_RED) {
+     * (hue past 240 degrees, purple to pink); blue and green inks have G >= R. */
+    if (b >= g + SP_QC_BLUE_MARGIN && g >= r) {
         return SP_QC_PEN_BLUE;
     }
     if (g >= r + SP_QC_GREEN_MARGIN && g >= b + SP_QC_GREEN_MARGIN) {
