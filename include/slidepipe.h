@@ -963,7 +963,8 @@ SP_API sp_status sp_tile_qc_compute(sp_slide *slide, int32_t level, int64_t size
 
 /* Score one tile already in memory: size x size RGB8 pixels, rows `stride` bytes apart (the
  * rules of sp_tile_qc_compute without the read). SP_E_INVALID_ARG for NULL pointers, size
- * outside [1, SP_TILE_QC_MAX_SIZE] or stride < 3 * size; *out is zeroed then. */
+ * outside [1, SP_TILE_QC_MAX_SIZE] or stride < 3 * size, SP_E_NOMEM when the scratch (2 bytes
+ * a pixel) cannot be had; *out is zeroed then. Thread-safe. */
 SP_API sp_status sp_tile_qc_pixels(const uint8_t *rgb, int64_t stride, int64_t size,
                                    sp_tile_qc *out);
 
