@@ -32,8 +32,8 @@ static PyObject *core_tile_qc(PyObject *module, PyObject *args) {
     char err[512];
     s->readers++;
     PyThreadState *ts = PyEval_SaveThread();
-    sp_status st = sp_tile_qc_compute(s->slide, level, size, tv.buf, n, threads, ov.buf, err,
-                                      sizeof err);
+    sp_status st =
+        sp_tile_qc_compute(s->slide, level, size, tv.buf, n, threads, ov.buf, err, sizeof err);
     PyEval_RestoreThread(ts);
     s->readers--;
     PyBuffer_Release(&tv);

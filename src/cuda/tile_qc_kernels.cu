@@ -39,8 +39,8 @@ __global__ void tile_qc_sums(const uint8_t *__restrict__ rgb, int size,
             continue;
         }
         const int64_t row = (int64_t)size * 3;
-        long long lap = luma_at(p - row) + luma_at(p + row) + luma_at(p - 3) + luma_at(p + 3) -
-                        4 * luma_at(p);
+        long long lap =
+            luma_at(p - row) + luma_at(p + row) + luma_at(p - 3) + luma_at(p + 3) - 4 * luma_at(p);
         lap_n++;
         lap_s += lap;
         lap_s2 += lap * lap;

@@ -79,8 +79,8 @@ SP_QC_HD static inline int sp_qc_classify(int r, int g, int b) {
 
 /* Tissue for the blur and fold scores: stained tissue, folds and ink. */
 SP_QC_HD static inline int sp_qc_is_tissue(int c) {
-    return c == SP_QC_TISSUE || c == SP_QC_FOLD || c == SP_QC_PEN_BLUE ||
-           c == SP_QC_PEN_GREEN || c == SP_QC_PEN_BLACK;
+    return c == SP_QC_TISSUE || c == SP_QC_FOLD || c == SP_QC_PEN_BLUE || c == SP_QC_PEN_GREEN ||
+           c == SP_QC_PEN_BLACK;
 }
 
 /* The scores of a size x size tile from its sums. |Laplacian| <= 1020, so the sums of up to
@@ -94,8 +94,7 @@ static inline void sp_qc_finish(const int64_t sums[SP_QC_SUMS], int64_t size, sp
     out->pen_blue = (double)sums[SP_QC_PEN_BLUE] / all;
     out->pen_green = (double)sums[SP_QC_PEN_GREEN] / all;
     out->pen_black = (double)sums[SP_QC_PEN_BLACK] / all;
-    out->pen =
-        (double)(sums[SP_QC_PEN_BLUE] + sums[SP_QC_PEN_GREEN] + sums[SP_QC_PEN_BLACK]) / all;
+    out->pen = (double)(sums[SP_QC_PEN_BLUE] + sums[SP_QC_PEN_GREEN] + sums[SP_QC_PEN_BLACK]) / all;
     out->fold = tissue > 0 ? (double)sums[SP_QC_FOLD] / (double)tissue : 0.0;
     out->background = (double)sums[SP_QC_BACKGROUND] / all;
 }

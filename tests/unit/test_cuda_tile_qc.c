@@ -30,8 +30,8 @@ static void test_hand_tiles(void) {
     uint8_t *rgb = malloc(3 * 37 * 37 * 3);
     for (int i = 0; i < 37 * 37; i++) {
         uint8_t *a = rgb + i * 3, *b = a + 37 * 37 * 3, *c = b + 37 * 37 * 3;
-        a[0] = 220, a[1] = 150, a[2] = 200;                                /* uniform tissue */
-        b[0] = 0, b[1] = 0, b[2] = 255;                                    /* pure blue ink */
+        a[0] = 220, a[1] = 150, a[2] = 200; /* uniform tissue */
+        b[0] = 0, b[1] = 0, b[2] = 255;     /* pure blue ink */
         c[0] = (uint8_t)(i * 7), c[1] = (uint8_t)(i * 13), c[2] = (uint8_t)(i * 29); /* mixed */
     }
     compare(rgb, 37, 3);

@@ -82,13 +82,13 @@ static void test_hand_tiles(void) {
 
 static void test_rules(void) {
     CHECK_EQ_INT(sp_qc_classify(200, 200, 224), SP_QC_BACKGROUND);
-    CHECK_EQ_INT(sp_qc_classify(199, 200, 205), SP_QC_OTHER); /* grey, too dark for glass */
+    CHECK_EQ_INT(sp_qc_classify(199, 200, 205), SP_QC_OTHER);  /* grey, too dark for glass */
     CHECK_EQ_INT(sp_qc_classify(200, 200, 225), SP_QC_TISSUE); /* too coloured for glass */
     CHECK_EQ_INT(sp_qc_classify(40, 40, 80), SP_QC_PEN_BLACK);
-    CHECK_EQ_INT(sp_qc_classify(40, 40, 81), SP_QC_PEN_BLUE);   /* max 81: not black */
-    CHECK_EQ_INT(sp_qc_classify(60, 60, 90), SP_QC_PEN_BLUE);   /* B = G + 30, G = R */
-    CHECK_EQ_INT(sp_qc_classify(60, 60, 89), SP_QC_TISSUE);     /* B < G + 30 */
-    CHECK_EQ_INT(sp_qc_classify(61, 60, 120), SP_QC_FOLD);      /* G < R: haematoxylin */
+    CHECK_EQ_INT(sp_qc_classify(40, 40, 81), SP_QC_PEN_BLUE); /* max 81: not black */
+    CHECK_EQ_INT(sp_qc_classify(60, 60, 90), SP_QC_PEN_BLUE); /* B = G + 30, G = R */
+    CHECK_EQ_INT(sp_qc_classify(60, 60, 89), SP_QC_TISSUE);   /* B < G + 30 */
+    CHECK_EQ_INT(sp_qc_classify(61, 60, 120), SP_QC_FOLD);    /* G < R: haematoxylin */
     CHECK_EQ_INT(sp_qc_classify(100, 120, 100), SP_QC_PEN_GREEN);
     CHECK_EQ_INT(sp_qc_classify(100, 119, 100), SP_QC_TISSUE); /* G < R + 20: not green ink */
     CHECK_EQ_INT(sp_qc_classify(100, 108, 100), SP_QC_OTHER);  /* chroma 8: grey */
@@ -146,13 +146,11 @@ static void test_slide(void) {
 
     /* refusals: output zeroed */
     memset(four, 0xff, N * sizeof *four);
-    CHECK(sp_tile_qc_compute(slide, 0, 0, tiles, N, 1, four, err, sizeof err) ==
-          SP_E_INVALID_ARG);
+    CHECK(sp_tile_qc_compute(slide, 0, 0, tiles, N, 1, four, err, sizeof err) == SP_E_INVALID_ARG);
     CHECK(four[0].blur == 0 && four[N - 1].background == 0 && strstr(err, "size") != NULL);
     CHECK(sp_tile_qc_compute(slide, 0, SP_TILE_QC_MAX_SIZE + 1, tiles, N, 1, four, err,
                              sizeof err) == SP_E_INVALID_ARG);
-    CHECK(sp_tile_qc_compute(slide, 99, S, tiles, N, 1, four, err, sizeof err) ==
-          SP_E_INVALID_ARG);
+    CHECK(sp_tile_qc_compute(slide, 99, S, tiles, N, 1, four, err, sizeof err) == SP_E_INVALID_ARG);
     CHECK(sp_tile_qc_compute(NULL, 0, S, tiles, N, 1, four, err, sizeof err) == SP_E_INVALID_ARG);
     CHECK(sp_tile_qc_compute(slide, 0, S, NULL, N, 1, four, err, sizeof err) == SP_E_INVALID_ARG);
     CHECK(sp_tile_qc_compute(slide, 0, S, tiles, N, 1, NULL, err, sizeof err) == SP_E_INVALID_ARG);

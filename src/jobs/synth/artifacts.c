@@ -14,7 +14,7 @@
 
 /* Ink colours: a pixel under ink becomes pixel * ink / 255 (inks are filters, not paint). */
 static const uint8_t INK[3][3] = {{20, 90, 220}, {30, 170, 40}, {35, 35, 40}};
-#define BLUR_RADIUS 4 /* two passes of a (2r + 1)-wide box, across then down */
+#define BLUR_RADIUS 4  /* two passes of a (2r + 1)-wide box, across then down */
 #define FOLD_POWER 2.5 /* optical density x 2.5: value v becomes 255 (v / 255)^2.5 */
 
 static int64_t snap(int64_t v, int64_t step) {
@@ -28,10 +28,10 @@ sp_status sp_synth_artifacts(int64_t size, sp_synth_artifact *out) {
     /* Pen strokes: three horizontal bands 3% of the size high; blur and fold: squares on the
      * tile grid (SP_HE_MAX_TILE) so the blurred tiles are whole. */
     const int64_t band = size * 3 / 100, T = SP_HE_MAX_TILE;
-    out[0] = (sp_synth_artifact){SP_ARTIFACT_PEN_BLUE, size / 5, size * 27 / 100, size * 3 / 10,
-                                 band};
-    out[1] = (sp_synth_artifact){SP_ARTIFACT_PEN_GREEN, size / 2, size * 30 / 100, size * 3 / 10,
-                                 band};
+    out[0] =
+        (sp_synth_artifact){SP_ARTIFACT_PEN_BLUE, size / 5, size * 27 / 100, size * 3 / 10, band};
+    out[1] =
+        (sp_synth_artifact){SP_ARTIFACT_PEN_GREEN, size / 2, size * 30 / 100, size * 3 / 10, band};
     out[2] = (sp_synth_artifact){SP_ARTIFACT_PEN_BLACK, size * 3 / 10, size * 70 / 100,
                                  size * 2 / 5, band};
     int64_t bx = snap(size * 55 / 100, T), by = snap(size * 45 / 100, T);

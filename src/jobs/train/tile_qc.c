@@ -49,7 +49,9 @@ sp_status sp_tile_qc_compute(sp_slide *slide, int32_t level, int64_t size, const
     }
     if (slide == NULL || (n > 0 && (tiles == NULL || out == NULL))) {
         st = sp_err_set(&e, SP_E_INVALID_ARG, "tile QC: NULL %s",
-                        slide == NULL ? "slide" : tiles == NULL ? "tiles" : "out");
+                        slide == NULL   ? "slide"
+                        : tiles == NULL ? "tiles"
+                                        : "out");
     } else if (size < 1 || size > SP_TILE_QC_MAX_SIZE) {
         st = sp_err_set(&e, SP_E_INVALID_ARG, "tile QC: tile size %lld is not in [1, %d]",
                         (long long)size, SP_TILE_QC_MAX_SIZE);
