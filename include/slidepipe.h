@@ -298,6 +298,37 @@ SP_API sp_status sp_pixel_hash(sp_slide *slide, int threads, char *hex, sp_progr
 SP_API sp_status sp_synth_write(const char *path, int64_t size, uint64_t seed, char *err,
                                 size_t err_len);
 
+/* Artefacts sp_synth_write_with can paint into the example slide, for testing tile QC
+ * (docs/qc.md): pen strokes of three inks (the ink multiplies the pixel), a region blurred by a
+ * box filter, and a tissue fold (optical density doubled and a half). */
+typedef enum sp_synth_artifact_kind {
+    SP_ARTIFACT_PEN_BLUE = 0,
+    SP_ARTIFACT_PEN_GREEN = 1,
+    SP_ARTIFACT_PEN_BLACK = 2,
+    SP_ARTIFACT_BLUR = 3,
+    SP_ARTIFACT_FOLD = 4
+} sp_synth_artifact_kind;
+
+/* One artefact: a rectangle of level-0 pixels [x, x + width) x [y, y + height), painted in full. */
+typedef struct sp_synth_artifact {
+    int32_t kind; /* an sp_synth_artifact_kind */
+    int64_t x, y, width, height;
+} sp_synth_artifact;
+
+#define SP_SYNTH_ARTIFACT_COUNT 5
+#define SP_SYNTH_ARTIFACTS 1u /* flag of sp_synth_write_with */
+
+/* Where the artefacts of a size x size slide go (the same for every seed): fills out[0 ..
+ * SP_SYNTH_ARTIFACT_COUNT), one per kind in kind order. SP_E_INVALID_ARG for a NULL out or a
+ * size below 1024 (the artefacts need room). */
+SP_API sp_status sp_synth_artifacts(int64_t size, sp_synth_artifact *out);
+
+/* sp_synth_write with options: flags 0 gives exactly sp_synth_write's file; SP_SYNTH_ARTIFACTS
+ * paints the artefacts of sp_synth_artifacts into level 0 (the other levels are reduced from
+ * it as always). SP_E_INVALID_ARG for unknown flags, and for artefacts on a slide below 1024. */
+SP_API sp_status sp_synth_write_with(const char *path, int64_t size, uint64_t seed, uint32_t flags,
+                                     char *err, size_t err_len);
+
 /* ---- Processing a level tile by tile (the engine) --------------------------------------- */
 
 /* Options of sp_process_to_zarr, through setters like sp_convert_options.
@@ -965,6 +996,45 @@ SP_API sp_status sp_augment_photometric(uint8_t *rgb, int64_t width, int64_t hei
 SP_API sp_status sp_augment_photometric_batch(uint8_t *rgb, int64_t count, int64_t width,
                                               int64_t height, const uint64_t *seeds,
                                               const sp_photometric_params *p, int threads);
+
+/* ---- Tile QC ----------------------------------------------------------------------------- */
+
+/* Quality scores of one tile (docs/qc.md gives every rule exactly). Fractions are in [0, 1].
+ * blur: variance of the 3x3 Laplacian [0,1,0; 1,-4,1; 0,1,0] of the 8-bit luma
+ *   Y = (77 R + 150 G + 29 B + 128) >> 8, over the tile's interior pixels (one pixel in from
+ *   each edge, so no border rule is needed) that are tissue; low means blurred, 0 when the
+ *   tile has no such pixel.
+ * pen_blue, pen_green, pen_black: the fraction of the tile's pixels that are ink of that colour;
+ *   pen: their sum (a pixel has at most one ink colour).
+ * fold: the fraction of the tile's tissue pixels that are dark and saturated and not ink (a
+ *   folded, double-layer section); 0 when the tile has no tissue pixel.
+ * background: the fraction of the tile's pixels that are white or grey glass. */
+typedef struct sp_tile_qc {
+    double blur, pen, pen_blue, pen_green, pen_black, fold, background;
+} sp_tile_qc;
+
+/* The largest tile side sp_tile_qc_compute takes. */
+#define SP_TILE_QC_MAX_SIZE 8192
+
+/* Score n tiles of `level`: tile i is the size x size pixels of that level whose top-left is
+ * (tiles[i].x, tiles[i].y) in level-0 pixels (the grid of sp_tissue_tiles; the tissue field is
+ * not used). The tiles are read with sp_slide_read_region (RGB8) on up to `threads` threads
+ * (<= 0: one per core), one tile per thread at a time; the scores do not depend on the thread
+ * count. out[i] receives tile i's scores; the caller owns `out` (n entries). SP_E_INVALID_ARG
+ * for a NULL slide, tiles or out with n > 0, a bad level, or size outside
+ * [1, SP_TILE_QC_MAX_SIZE]; a read error of the first failing tile otherwise. On failure `out`
+ * is zeroed and `err` says why. n == 0 is a success that does nothing. Thread-safe like
+ * sp_slide_read_region. */
+SP_API sp_status sp_tile_qc_compute(sp_slide *slide, int32_t level, int64_t size,
+                                    const sp_tile *tiles, size_t n, int threads, sp_tile_qc *out,
+                                    char *err, size_t err_len);
+
+/* Score one tile already in memory: size x size RGB8 pixels, rows `stride` bytes apart (the
+ * rules of sp_tile_qc_compute without the read). SP_E_INVALID_ARG for NULL pointers, size
+ * outside [1, SP_TILE_QC_MAX_SIZE] or stride < 3 * size, SP_E_NOMEM when the scratch (2 bytes
+ * a pixel) cannot be had; *out is zeroed then. Thread-safe. */
+SP_API sp_status sp_tile_qc_pixels(const uint8_t *rgb, int64_t stride, int64_t size,
+                                   sp_tile_qc *out);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* _core.h — what the extension's C files share: the Slide object, raising a status as
  * SlidepipeError, and the module functions of _stores.c (convert, process, verify), _loader.c
- * (the training loader) and _annotations.c (annotation files into label maps). */
+ * (the training loader), _annotations.c (annotation files into label maps) and _qc.c (tile QC
+ * scores). */
 #ifndef SP_PYTHON_CORE_H
 #define SP_PYTHON_CORE_H
 
@@ -47,5 +48,8 @@ extern PyMethodDef annotation_methods[];
 /* augment_photometric and photometric_draw (_augment_color.c), behind
  * slidepipe/augment_color.py. */
 extern PyMethodDef augment_color_methods[];
+
+/* tile_qc (_qc.c), behind slidepipe/qc.py. */
+extern PyMethodDef qc_methods[];
 
 #endif

@@ -30,6 +30,7 @@ from .loader import BatchFormat, read_image, read_patches  # noqa: F401
 from .stores import VerifyResult, convert, process, verify  # noqa: F401
 from .labels import Annotations  # noqa: F401
 from .augment_color import Photometric, augment_photometric, photometric_draws  # noqa: F401
+from .qc import QC_DTYPE, QC_THRESHOLDS, qc_filter, tile_qc  # noqa: F401
 from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
                     normalize_stains)
 

@@ -10,6 +10,7 @@
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
 #include "cuda/cuda_testing.h"
+#include "cuda/cuda_tile_qc.h"
 #include "slidepipe.h"
 
 static const char WHY[] = "slidepipe was built without the CUDA backend (SLIDEPIPE_CUDA=OFF or "
@@ -120,6 +121,14 @@ void sp_cuda_op_runner_destroy(sp_cuda_op_runner *runner) {}
 
 sp_status sp_cuda_spectrum(const sp_cuda_spectrum_job *job, sp_spectrum_stats *out, sp_err *err) {
     return sp_err_set(err, SP_E_UNSUPPORTED, "--device cuda: %s", WHY);
+}
+
+sp_status sp_cuda_tile_qc(const uint8_t *rgb, int64_t size, size_t count, sp_tile_qc *out,
+                          sp_err *err) {
+    if (out != NULL && count > 0) {
+        memset(out, 0, count * sizeof *out);
+    }
+    return sp_err_set(err, SP_E_UNSUPPORTED, "tile QC on the GPU: %s", WHY);
 }
 
 sp_status sp_cuda_host_alloc(size_t bytes, void **out) {

@@ -19,6 +19,7 @@
 #include <jpeglib.h>
 
 #include "base/err.h"
+#include "jobs/synth/artifacts.h"
 #include "jobs/synth/he_texture.h"
 #include "tiff/tiff.h"
 #include "tiff/tiff_write.h"
@@ -66,6 +67,9 @@ typedef struct synth_ctx {
     synth_jpeg_err jerr;
     synth_jpeg_dest dest;
     sp_err *err;
+    bool artifacts; /* paint sp_synth_artifacts into level 0 */
+    sp_synth_artifact artifact[SP_SYNTH_ARTIFACT_COUNT];
+    uint8_t *scratch_tile; /* blur scratch, one tile */
 } synth_ctx;
 
 static void synth_jpeg_error_exit(j_common_ptr cinfo) {
@@ -202,6 +206,10 @@ static sp_status synth_tile(synth_ctx *c, int level, int64_t tx, int64_t ty) {
     int vh = (int)(L->height - y0 < SYNTH_TILE ? L->height - y0 : SYNTH_TILE);
     if (level == 0) {
         sp_he_render(c->model, c->scratch, x0, y0, vw, vh, L->tile, SYNTH_TILE * 3);
+        if (c->artifacts) {
+            sp_synth_paint_artifacts(c->artifact, x0, y0, vw, vh, L->tile, SYNTH_TILE * 3,
+                                     c->scratch_tile);
+        }
     } else {
         const synth_level *C = &c->levels[level - 1];
         for (int q = 0; q < 4; q++) {
@@ -312,12 +320,23 @@ static sp_status synth_plan(synth_ctx *c, int64_t size, uint64_t *raw_bytes) {
 }
 
 sp_status sp_synth_write(const char *path, int64_t size, uint64_t seed, char *err, size_t err_len) {
+    return sp_synth_write_with(path, size, seed, 0, err, err_len);
+}
+
+sp_status sp_synth_write_with(const char *path, int64_t size, uint64_t seed, uint32_t flags,
+                              char *err, size_t err_len) {
     sp_err e;
     sp_err_clear(&e);
     synth_ctx *c = NULL;
     sp_status st = SP_OK;
     if (path == NULL || path[0] == '\0') {
         st = sp_err_set(&e, SP_E_INVALID_ARG, "no output path given");
+    } else if ((flags & ~SP_SYNTH_ARTIFACTS) != 0) {
+        st = sp_err_set(&e, SP_E_INVALID_ARG, "unknown synth flags 0x%x", (unsigned)flags);
+    } else if ((flags & SP_SYNTH_ARTIFACTS) && size < 1024) {
+        st = sp_err_set(&e, SP_E_INVALID_ARG,
+                        "artefacts need a slide of at least 1024 pixels, not %lld",
+                        (long long)size);
     } else if (size < 1 || size > SYNTH_MAX_SIZE) {
         st = sp_err_set(&e, SP_E_INVALID_ARG,
                         "slide size must be between 1 and %lld pixels, not %lld",
@@ -329,6 +348,14 @@ sp_status sp_synth_write(const char *path, int64_t size, uint64_t seed, char *er
     if (st == SP_OK) {
         c->err = &e;
         st = synth_plan(c, size, &raw_bytes);
+    }
+    if (st == SP_OK && (flags & SP_SYNTH_ARTIFACTS)) {
+        c->artifacts = true;
+        sp_synth_artifacts(size, c->artifact);
+        c->scratch_tile = malloc((size_t)SYNTH_TILE * SYNTH_TILE * 3);
+        if (c->scratch_tile == NULL) {
+            st = sp_err_set(&e, SP_E_NOMEM, "out of memory");
+        }
     }
     if (st == SP_OK) {
         st = sp_he_model_create(size, seed, &c->model, &e);
@@ -359,6 +386,7 @@ sp_status sp_synth_write(const char *path, int64_t size, uint64_t seed, char *er
             jpeg_destroy_compress(&c->cinfo);
         }
         free(c->dest.buf);
+        free(c->scratch_tile);
         sp_he_scratch_destroy(c->scratch);
         sp_he_model_destroy(c->model);
         for (int l = 0; l < c->nlevels; l++) {
