@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda/cuda_augment.h"
 #include "cuda/cuda_host.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
@@ -131,4 +132,11 @@ void sp_cuda_host_free(void *ptr) {
 
 int sp_cuda_device_numa_node(int device) {
     return -1;
+}
+
+sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t width, int64_t height,
+                                   const uint64_t *seeds, const sp_geometry_params *p, char *err,
+                                   size_t err_len) {
+    put(err, err_len);
+    return SP_E_UNSUPPORTED;
 }
