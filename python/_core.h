@@ -44,4 +44,8 @@ int add_store_constants(PyObject *m);
  * slidepipe/labels.py. */
 extern PyMethodDef annotation_methods[];
 
+/* augment_geometry, geometry_draw and geometry_elastic_noise (_augment_geometry.c), behind
+ * slidepipe/augment_geometry.py. */
+extern PyMethodDef geometry_methods[];
+
 #endif

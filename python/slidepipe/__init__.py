@@ -29,6 +29,7 @@ from . import loader, manifest, stores, train
 from .loader import BatchFormat, read_image, read_patches  # noqa: F401
 from .stores import VerifyResult, convert, process, verify  # noqa: F401
 from .labels import Annotations  # noqa: F401
+from .augment_geometry import Geometry, augment_geometry  # noqa: F401
 from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
                     normalize_stains)
 
