@@ -913,7 +913,7 @@ SP_API sp_status sp_annotations_rasterize(const sp_annotations *ann, double down
 #define SP_GEOMETRY_STREAM 0x67656f6d65747279ull /* "geometry" in ASCII */
 
 typedef enum sp_geometry_border {
-    SP_BORDER_REFLECT = 0,  /* mirror about the edge pixels' centres (reflect-101: ... 2 1 | 0 1 2) */
+    SP_BORDER_REFLECT = 0,  /* mirror about the edge pixels' centres (reflect-101: 2 1 | 0 1 2) */
     SP_BORDER_CONSTANT = 1, /* points outside the image take `fill` */
 } sp_geometry_border;
 

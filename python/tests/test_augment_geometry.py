@@ -21,6 +21,8 @@ with the scale in a different order, (x + 0.5) * (h / H) - 0.5, and a few sample
 way).
 """
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -104,8 +106,8 @@ def test_elastic_matches_kornia_elastic_transform2d(border):
 
 
 def test_crop_matches_torchvision_resized_crop():
-    """The box of Geometry.draw given to resized_crop (bilinear, antialias off); measured
-    max |diff| 1, mean 5.4e-5. The boxes follow RandomResizedCrop.get_params' rules (in range, ratio)."""
+    """The box of Geometry.draw given to resized_crop (bilinear, antialias off); measured max
+    |diff| 1, mean 5.4e-5. (The boxes themselves are checked in test_draws_follow_the_stream.)"""
     g = slidepipe.Geometry(crop=True, crop_scale=(0.2, 1.0), crop_ratio=(0.6, 1.6))
     src = patches(3)
     out = src.copy()
@@ -121,6 +123,69 @@ def test_crop_matches_torchvision_resized_crop():
                               interpolation=TF.InterpolationMode.BILINEAR, antialias=False)
         worst.append(compare(out[i], to_uint8(ref[None]), f"crop patch {i}"))
     print("crop max", max(w[0] for w in worst), "mean", np.mean([w[1] for w in worst]))
+
+
+MASK64 = (1 << 64) - 1
+STREAM = 0x67656F6D65747279  # "geometry"
+
+
+def stream_draws(seed, n):
+    """The geometry stream of docs/augment-geometry.md: splitmix64 from seed ^ STREAM, each
+    output turned into (z >> 11) * 2^-53."""
+    state, out = (seed ^ STREAM) & MASK64, []
+    for _ in range(n):
+        state = (state + 0x9E3779B97F4A7C15) & MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        out.append(((z ^ (z >> 31)) >> 11) * 2.0**-53)
+    return out
+
+
+def get_params_reference(u, scale, ratio):
+    """torchvision's RandomResizedCrop.get_params (0.29) with its random numbers replaced by the
+    draws u[0..39]: 10 attempts of (area, log-ratio, top, left), then the centre crop."""
+    area = H * W
+    lr = (math.log(ratio[0]), math.log(ratio[1]))
+    for k in range(10):
+        a = u[4 * k:4 * k + 4]
+        target = area * (scale[0] + (scale[1] - scale[0]) * a[0])
+        aspect = math.exp(lr[0] + (lr[1] - lr[0]) * a[1])
+        w = int(round(math.sqrt(target * aspect)))
+        h = int(round(math.sqrt(target / aspect)))
+        if 0 < w <= W and 0 < h <= H:
+            return int(a[2] * (H - h + 1)), int(a[3] * (W - w + 1)), h, w
+    in_ratio = W / H
+    if in_ratio < min(ratio):
+        w, h = W, int(round(W / min(ratio)))
+    elif in_ratio > max(ratio):
+        h, w = H, int(round(H * max(ratio)))
+    else:
+        w, h = W, H
+    return (H - h) // 2, (W - w) // 2, h, w
+
+
+def test_draws_follow_the_stream():
+    """Every drawn number from the documented stream and order: rotation, scale, scale_x,
+    scale_y, shear_x, shear_y, translate_x, translate_y, then the crop's 40, then the noise."""
+    g = slidepipe.Geometry(**AFFINE, crop=True, crop_scale=(0.05, 0.9), crop_ratio=(0.3, 3.0),
+                           elastic_alpha=(1, 1))
+    names = ["rotation", "scale", "scale_x", "scale_y", "shear_x", "shear_y", "translate_x",
+             "translate_y"]
+    for seed in [0, 1, 2**63 + 5, MASK64] + list(range(100, 160)):
+        u = stream_draws(seed, 48 + 2 * W * H)
+        d = g.draw(seed, W, H)
+        for k, name in enumerate(names):
+            lo, hi = AFFINE[name]
+            want = lo + (hi - lo) * u[k]
+            if name == "translate_x":
+                want *= W
+            elif name == "translate_y":
+                want *= H
+            assert d[name] == pytest.approx(want, rel=1e-15, abs=1e-12), name
+        assert d["crop"] == get_params_reference(u[8:48], (0.05, 0.9), (0.3, 3.0))
+        noise = g.elastic_noise(seed, W, H)
+        assert np.array_equal(noise.reshape(-1), 2.0 * np.array(u[48:]) - 1.0)
 
 
 def gaussian_smooth(plane, k, sigma):
