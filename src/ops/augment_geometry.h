@@ -58,6 +58,9 @@ SP_GEOM_HD static inline double sp_geom_reflect101(double t, int64_t n) {
         return 0.0;
     }
     double last = (double)(n - 1), period = 2.0 * last;
+    if (t >= 0.0 && t <= last) {
+        return t; /* inside: what fmod(fabs(t), period) gives, without the division */
+    }
     t = fmod(fabs(t), period);
     return t > last ? period - t : t;
 }
@@ -85,12 +88,13 @@ SP_GEOM_HD static inline void sp_geom_source(const sp_geom_plan *p, const double
     *sy = sv;
 }
 
-SP_GEOM_HD static inline double sp_geom_texel(const uint8_t *src, const sp_geom_plan *p, int64_t x,
-                                              int64_t y, int c) {
+/* The pixel at (x, y), or NULL outside the patch (where the fill stands in). */
+SP_GEOM_HD static inline const uint8_t *sp_geom_at(const uint8_t *src, const sp_geom_plan *p,
+                                                   int64_t x, int64_t y) {
     if (x < 0 || y < 0 || x >= p->w || y >= p->h) {
-        return (double)p->fill[c];
+        return 0;
     }
-    return (double)src[(y * p->w + x) * 3 + c];
+    return src + (y * p->w + x) * 3;
 }
 
 /* Output pixel (x, y) of the patch `src` into out (3 bytes). */
@@ -116,11 +120,14 @@ SP_GEOM_HD static inline void sp_geom_pixel(const uint8_t *src, const sp_geom_pl
         x1 = x1 < p->w ? x1 : p->w - 1;
         y1 = y1 < p->h ? y1 : p->h - 1;
     }
+    const uint8_t *c00 = sp_geom_at(src, p, x0, y0), *c10 = sp_geom_at(src, p, x1, y0);
+    const uint8_t *c01 = sp_geom_at(src, p, x0, y1), *c11 = sp_geom_at(src, p, x1, y1);
     for (int c = 0; c < 3; c++) {
-        double top =
-            (1.0 - fx) * sp_geom_texel(src, p, x0, y0, c) + fx * sp_geom_texel(src, p, x1, y0, c);
-        double bottom =
-            (1.0 - fx) * sp_geom_texel(src, p, x0, y1, c) + fx * sp_geom_texel(src, p, x1, y1, c);
+        double f = (double)p->fill[c];
+        double v00 = c00 ? (double)c00[c] : f, v10 = c10 ? (double)c10[c] : f;
+        double v01 = c01 ? (double)c01[c] : f, v11 = c11 ? (double)c11[c] : f;
+        double top = (1.0 - fx) * v00 + fx * v10;
+        double bottom = (1.0 - fx) * v01 + fx * v11;
         double v = (1.0 - fy) * top + fy * bottom;
         v = v < 0.0 ? 0.0 : (v > 255.0 ? 255.0 : v);
         out[c] = (uint8_t)(v + 0.5);

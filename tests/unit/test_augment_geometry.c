@@ -233,7 +233,30 @@ static void test_batch_equals_single(void) {
     free(c);
 }
 
+/* A 1 x 1 patch under reflect is its one pixel whatever the map; a 1-pixel-wide column only
+ * ever shows its own values, blended. */
+static void test_tiny(void) {
+    sp_geometry_params p;
+    full_params(&p);
+    for (uint64_t s = 0; s < 20; s++) {
+        uint8_t px[3] = {12, 200, 77};
+        CHECK_EQ_INT(sp_augment_geometry(px, 1, 1, s, &p), SP_OK);
+        CHECK(px[0] == 12 && px[1] == 200 && px[2] == 77);
+    }
+    uint8_t col[1 * 9 * 3];
+    for (int i = 0; i < 9; i++) {
+        col[3 * i] = col[3 * i + 1] = col[3 * i + 2] = (uint8_t)(100 + i);
+    }
+    CHECK_EQ_INT(sp_augment_geometry(col, 1, 9, 3, &p), SP_OK);
+    int ok = 1;
+    for (int i = 0; i < 27; i++) {
+        ok &= col[i] >= 100 && col[i] <= 108;
+    }
+    CHECK(ok);
+}
+
 void unit_run(void) {
+    test_tiny();
     test_identity();
     test_quarter_turns();
     test_translate_fill();
