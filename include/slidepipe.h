@@ -967,7 +967,7 @@ SP_API sp_status sp_geometry_elastic_noise(int64_t width, int64_t height, uint64
                                            const sp_geometry_params *p, double *noise);
 
 /* Augment one RGB8 patch in place (rows of width * 3 bytes). It needs a scratch copy of the
- * patch (and 4 planes of doubles with elastic on). SP_E_INVALID_ARG for a NULL pointer, a size
+ * patch (and 3 planes of doubles with elastic on). SP_E_INVALID_ARG for a NULL pointer, a size
  * outside [1, 2^20] or bad parameters (the patch is untouched); SP_E_NOMEM when scratch cannot
  * be had (untouched). Thread-safe for distinct patches. */
 SP_API sp_status sp_augment_geometry(uint8_t *rgb, int64_t width, int64_t height, uint64_t seed,

@@ -44,7 +44,7 @@ sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t w, int64
     size_t disp_doubles = p->elastic ? (size_t)count * 2 * n : 0;
     sp_geom_plan *plans = malloc((size_t)count * sizeof(*plans));
     double *disp = disp_doubles ? malloc(disp_doubles * sizeof(double)) : NULL;
-    double *scratch = p->elastic ? malloc(n * sizeof(double)) : NULL;
+    double *scratch = p->elastic ? malloc(SP_GEOM_SMOOTH_SCRATCH(w, h) * sizeof(double)) : NULL;
     uint8_t *d_src = NULL, *d_dst = NULL;
     sp_geom_plan *d_plans = NULL;
     double *d_disp = NULL;

@@ -237,7 +237,7 @@ static sp_status augment_one(uint8_t *rgb, int64_t w, int64_t h, uint64_t seed,
     int elastic = sp_geom_plan_make(w, h, seed, p, &plan, NULL);
     size_t n = (size_t)(w * h);
     uint8_t *src = malloc(n * 3);
-    double *disp = elastic ? malloc(n * 3 * sizeof(double)) : NULL;
+    double *disp = elastic ? malloc((2 * n + SP_GEOM_SMOOTH_SCRATCH(w, h)) * sizeof(double)) : NULL;
     if (src == NULL || (elastic && disp == NULL)) {
         free(src);
         free(disp);

@@ -45,7 +45,8 @@ int sp_geom_params_ok(int64_t w, int64_t h, const sp_geometry_params *p);
 
 /* The elastic field (elastic_field.c): fill noise (2 w h doubles, in [-1, 1)) from the stream
  * positioned after the scalar draws, and turn it into the displacement in pixels in place,
- * using `scratch` (w h doubles). */
+ * using `scratch` (SP_GEOM_SMOOTH_SCRATCH(w, h) doubles). */
+#define SP_GEOM_SMOOTH_SCRATCH(w, h) ((size_t)(w) * (size_t)(h) + (size_t)(w) + 1024)
 void sp_geom_elastic_noise(int64_t w, int64_t h, uint64_t seed, double *noise);
 void sp_geom_elastic_smooth(int64_t w, int64_t h, const sp_geometry_params *p, double *field,
                             double *scratch);

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/augment_geometry.h"
 
@@ -29,31 +30,44 @@ void sp_geom_elastic_noise(int64_t w, int64_t h, uint64_t seed, double *noise) {
     }
 }
 
-/* One plane: rows along x into tmp, then columns along y back into the plane. */
+/* One plane: rows along x into tmp, then columns along y back into the plane; each output is
+ * the sum over k = -r..r in that order. Rows go through a zero-padded copy (`pad`, w + 2 r) and
+ * columns are accumulated a whole row at a time, so the inner loops have no edge tests and
+ * vectorise. */
 static void smooth_plane(int64_t w, int64_t h, const double *weights, int r, double *plane,
-                         double *tmp) {
+                         double *tmp, double *pad) {
+    for (int64_t i = 0; i < r; i++) {
+        pad[i] = 0.0;
+        pad[w + r + i] = 0.0;
+    }
     for (int64_t y = 0; y < h; y++) {
+        memcpy(pad + r, plane + y * w, (size_t)w * sizeof(double));
+        double *out = tmp + y * w;
         for (int64_t x = 0; x < w; x++) {
-            double s = 0.0;
-            for (int k = -r; k <= r; k++) {
-                int64_t xx = x + k;
-                if (xx >= 0 && xx < w) {
-                    s += weights[k + r] * plane[y * w + xx];
-                }
+            out[x] = 0.0;
+        }
+        for (int k = 0; k <= 2 * r; k++) {
+            double wk = weights[k];
+            for (int64_t x = 0; x < w; x++) {
+                out[x] += wk * pad[x + k];
             }
-            tmp[y * w + x] = s;
         }
     }
     for (int64_t y = 0; y < h; y++) {
+        double *out = plane + y * w;
         for (int64_t x = 0; x < w; x++) {
-            double s = 0.0;
-            for (int k = -r; k <= r; k++) {
-                int64_t yy = y + k;
-                if (yy >= 0 && yy < h) {
-                    s += weights[k + r] * tmp[yy * w + x];
-                }
+            out[x] = 0.0;
+        }
+        for (int k = -r; k <= r; k++) {
+            int64_t yy = y + k;
+            if (yy < 0 || yy >= h) {
+                continue; /* zeros beyond the edges add nothing */
             }
-            plane[y * w + x] = s;
+            double wk = weights[k + r];
+            const double *in = tmp + yy * w;
+            for (int64_t x = 0; x < w; x++) {
+                out[x] += wk * in[x];
+            }
         }
     }
 }
@@ -76,8 +90,9 @@ void sp_geom_elastic_smooth(int64_t w, int64_t h, const sp_geometry_params *p, d
     }
     double unit_x = p->elastic_alpha[0] * (double)(w - 1) / 2.0;
     double unit_y = p->elastic_alpha[1] * (double)(h - 1) / 2.0;
-    smooth_plane(w, h, weights, r, field, scratch);
-    smooth_plane(w, h, weights, r, field + w * h, scratch);
+    double *pad = scratch + w * h;
+    smooth_plane(w, h, weights, r, field, scratch, pad);
+    smooth_plane(w, h, weights, r, field + w * h, scratch, pad);
     for (int64_t i = 0; i < w * h; i++) {
         field[i] *= unit_x;
         field[w * h + i] *= unit_y;
