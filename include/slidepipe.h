@@ -942,7 +942,10 @@ typedef struct sp_geometry_params {
     uint8_t fill[3];         /* R, G, B outside the image when border is SP_BORDER_CONSTANT */
 } sp_geometry_params;
 
-/* Fill *p with the identity parameters (struct_size included), border reflect, fill 0. */
+/* Fill *p with the identity parameters (struct_size included), border reflect, fill 0; the
+ * crop's ranges as torchvision's RandomResizedCrop (scale (0.08, 1), ratio (3/4, 4/3)) and the
+ * elastic field's as Kornia's RandomElasticTransform (alpha (1, 1), sigma 32, kernel 63), both
+ * off. */
 SP_API void sp_geometry_params_default(sp_geometry_params *p);
 
 /* The numbers drawn for one patch, in source pixels (sp_geometry_draw). */

@@ -48,7 +48,8 @@ class Geometry:
     resized crop on, with crop_scale (area fraction) and crop_ratio (width / height, sampled
     log-uniformly) as torchvision's RandomResizedCrop. elastic_alpha: (x, y) scales of the
     elastic field in kornia's normalised units (0 or None: elastic off), elastic_sigma its
-    Gaussian's standard deviation in pixels, elastic_kernel its odd size (0: 2 ceil(3 sigma) + 1).
+    Gaussian's standard deviation in pixels, elastic_kernel its odd size (0: 2 ceil(3 sigma)
+    + 1); the defaults (sigma 32, kernel 63) are Kornia's RandomElasticTransform's.
     border: "reflect" or "constant"; fill: the constant's (r, g, b) or one grey value.
     """
 
@@ -65,7 +66,7 @@ class Geometry:
     crop_ratio: tuple = (3 / 4, 4 / 3)
     elastic_alpha: tuple | None = None
     elastic_sigma: float = 32.0
-    elastic_kernel: int = 0
+    elastic_kernel: int = 63
     border: str = "reflect"
     fill: tuple = (0, 0, 0)
 

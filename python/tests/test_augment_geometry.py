@@ -83,10 +83,11 @@ def test_affine_matches_kornia_warp_affine(border):
 
 
 @pytest.mark.parametrize("border", ["reflect", "constant"])
-def test_elastic_matches_kornia_elastic_transform2d(border):
-    """kornia smooths the same noise (zeros beyond the edges) and samples with grid_sample;
-    measured max |diff| 0, mean 0."""
-    g = slidepipe.Geometry(elastic_alpha=(0.3, 0.5), elastic_sigma=4.0, elastic_kernel=17,
+@pytest.mark.parametrize("alpha,sigma,kernel", [((0.3, 0.5), 4.0, 17), ((1.0, 1.0), 32.0, 63)])
+def test_elastic_matches_kornia_elastic_transform2d(border, alpha, sigma, kernel):
+    """kornia smooths the same noise (zeros beyond the edges) and samples with grid_sample; the
+    second case is RandomElasticTransform's defaults. Measured max |diff| 0, mean 0."""
+    g = slidepipe.Geometry(elastic_alpha=alpha, elastic_sigma=sigma, elastic_kernel=kernel,
                            border=border)
     src = patches(2)
     out = src.copy()
@@ -96,7 +97,8 @@ def test_elastic_matches_kornia_elastic_transform2d(border):
     for i in range(N):
         noise = torch.from_numpy(g.elastic_noise(int(seeds[i]), W, H))[None]
         ref = kornia.geometry.transform.elastic_transform2d(
-            as_tensor(src[i]), noise, kernel_size=(17, 17), sigma=(4.0, 4.0), alpha=(0.3, 0.5),
+            as_tensor(src[i]), noise, kernel_size=(kernel, kernel), sigma=(sigma, sigma),
+            alpha=alpha,
             align_corners=True, mode="bilinear",
             padding_mode="reflection" if border == "reflect" else "zeros")
         worst.append(compare(out[i], to_uint8(ref), f"elastic {border} patch {i}"))

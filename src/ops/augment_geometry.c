@@ -206,7 +206,8 @@ void sp_geometry_params_default(sp_geometry_params *p) {
     p->crop_scale[1] = 1.0;
     p->crop_ratio[0] = 3.0 / 4.0;
     p->crop_ratio[1] = 4.0 / 3.0;
-    p->elastic_sigma = 32.0;
+    p->elastic_sigma = 32.0; /* Kornia's RandomElasticTransform defaults */
+    p->elastic_kernel = 63;
     p->elastic_alpha[0] = p->elastic_alpha[1] = 1.0;
     p->border = SP_BORDER_REFLECT;
 }
