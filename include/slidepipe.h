@@ -1036,6 +1036,93 @@ SP_API sp_status sp_tile_qc_compute(sp_slide *slide, int32_t level, int64_t size
 SP_API sp_status sp_tile_qc_pixels(const uint8_t *rgb, int64_t stride, int64_t size,
                                    sp_tile_qc *out);
 
+/* ---- Augmentation: geometry (one resampling) ----------------------------------------- */
+
+/* Seeded geometric augmentation of an RGB8 patch: a random resized crop, a random affine map
+ * (rotation, scale, anisotropic scale, shear, translation) and an elastic deformation, composed
+ * into one map from each output pixel to a source point, which is then sampled once, bilinearly
+ * (docs/augment-geometry.md defines every step). Pixel (x, y) has its centre at (x, y). The
+ * numbers come from splitmix64 started at seed ^ SP_GEOMETRY_STREAM, drawn in a fixed order
+ * whatever is switched on, so a patch's geometry depends on its seed and these parameters only.
+ *
+ * Each range [lo, hi] is sampled uniformly, v = lo + (hi - lo) u with u in [0, 1); lo == hi
+ * gives that value. The identity is rotation {0, 0}, scale, scale_x and scale_y {1, 1}, shear
+ * and translate {0, 0}, crop and elastic off: sp_geometry_params_default fills it in. */
+#define SP_GEOMETRY_STREAM 0x67656f6d65747279ull /* "geometry" in ASCII */
+
+typedef enum sp_geometry_border {
+    SP_BORDER_REFLECT = 0,  /* mirror about the edge pixels' centres (reflect-101: 2 1 | 0 1 2) */
+    SP_BORDER_CONSTANT = 1, /* points outside the image take `fill` */
+} sp_geometry_border;
+
+typedef struct sp_geometry_params {
+    size_t struct_size; /* sizeof(sp_geometry_params) */
+    /* The affine map, about the patch centre ((width - 1) / 2, (height - 1) / 2): */
+    double rotation[2];    /* degrees, counter-clockwise as displayed (y down); any finite range */
+    double scale[2];       /* isotropic zoom factor, > 0 (2 shows the content twice as large) */
+    double scale_x[2];     /* anisotropic factor along x, > 0, times scale */
+    double scale_y[2];     /* anisotropic factor along y, > 0, times scale */
+    double shear_x[2];     /* degrees, in (-45, 45): x' = x + tan(shear_x) y */
+    double shear_y[2];     /* degrees, in (-45, 45): y' = y + tan(shear_y) x */
+    double translate_x[2]; /* fraction of width, in [-1, 1] (0.1: 10 % of the width to the right) */
+    double translate_y[2]; /* fraction of height, in [-1, 1] (positive: down) */
+    /* The random resized crop (torchvision's RandomResizedCrop.get_params), resized back to
+     * width x height: */
+    int crop;             /* 0: off (the whole patch) */
+    double crop_scale[2]; /* area fraction, 0 < lo <= hi <= 1 */
+    double crop_ratio[2]; /* width / height, 0 < lo <= hi; sampled log-uniformly */
+    /* The elastic deformation (Kornia's elastic_transform2d with align_corners=True): */
+    int elastic;             /* 0: off */
+    double elastic_alpha[2]; /* {x, y}: >= 0, the displacement in units of half the size - 1 */
+    double elastic_sigma;    /* > 0 (and <= 1000), Gaussian standard deviation in pixels */
+    int elastic_kernel;      /* odd kernel size in [1, 1023]; 0: 2 * ceil(3 sigma) + 1 */
+    int border;              /* sp_geometry_border */
+    uint8_t fill[3];         /* R, G, B outside the image when border is SP_BORDER_CONSTANT */
+} sp_geometry_params;
+
+/* Fill *p with the identity parameters (struct_size included), border reflect, fill 0; the
+ * crop's ranges as torchvision's RandomResizedCrop (scale (0.08, 1), ratio (3/4, 4/3)) and the
+ * elastic field's as Kornia's RandomElasticTransform (alpha (1, 1), sigma 32, kernel 63), both
+ * off. */
+SP_API void sp_geometry_params_default(sp_geometry_params *p);
+
+/* The numbers drawn for one patch, in source pixels (sp_geometry_draw). */
+typedef struct sp_geometry_drawn {
+    size_t struct_size;
+    double rotation, scale, scale_x, scale_y, shear_x, shear_y; /* degrees or factors */
+    double translate_x, translate_y;                            /* pixels */
+    /* The forward affine map, source point to output point: x' = m[0] x + m[1] y + m[2],
+     * y' = m[3] x + m[4] y + m[5] (what kornia's warp_affine takes). */
+    double matrix[6];
+    int64_t crop_top, crop_left, crop_height, crop_width; /* the whole patch when crop is off */
+} sp_geometry_drawn;
+
+/* The numbers a patch of width x height with `seed` draws under `p` (struct_size set by the
+ * caller in *out). SP_E_INVALID_ARG for NULL pointers, sizes outside [1, 2^20] or bad ranges. */
+SP_API sp_status sp_geometry_draw(int64_t width, int64_t height, uint64_t seed,
+                                  const sp_geometry_params *p, sp_geometry_drawn *out);
+
+/* The elastic noise field of a patch: 2 planes of width x height doubles in [-1, 1) (x
+ * displacements, then y), before smoothing. SP_E_INVALID_ARG as sp_geometry_draw. */
+SP_API sp_status sp_geometry_elastic_noise(int64_t width, int64_t height, uint64_t seed,
+                                           const sp_geometry_params *p, double *noise);
+
+/* Augment one RGB8 patch in place (rows of width * 3 bytes). It needs a scratch copy of the
+ * patch (and 3 planes of doubles with elastic on). SP_E_INVALID_ARG for a NULL pointer, a size
+ * outside [1, 2^20] or bad parameters (the patch is untouched); SP_E_NOMEM when scratch cannot
+ * be had (untouched). Thread-safe for distinct patches. */
+SP_API sp_status sp_augment_geometry(uint8_t *rgb, int64_t width, int64_t height, uint64_t seed,
+                                     const sp_geometry_params *p);
+
+/* sp_augment_geometry over `count` patches stored one after another, patch i with seeds[i], on
+ * up to `threads` threads (<= 0: one per core). The result does not depend on the thread count
+ * or on how a set of patches is split into calls. SP_E_INVALID_ARG as above (nothing touched);
+ * SP_E_NOMEM when a patch's scratch could not be had (that patch is left untouched, the others
+ * are done). */
+SP_API sp_status sp_augment_geometry_batch(uint8_t *rgb, int64_t count, int64_t width,
+                                           int64_t height, const uint64_t *seeds,
+                                           const sp_geometry_params *p, int threads);
+
 #ifdef __cplusplus
 }
 #endif

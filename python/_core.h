@@ -51,5 +51,8 @@ extern PyMethodDef augment_color_methods[];
 
 /* tile_qc (_qc.c), behind slidepipe/qc.py. */
 extern PyMethodDef qc_methods[];
+/* augment_geometry, geometry_draw and geometry_elastic_noise (_augment_geometry.c), behind
+ * slidepipe/augment_geometry.py. */
+extern PyMethodDef geometry_methods[];
 
 #endif

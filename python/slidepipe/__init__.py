@@ -31,6 +31,7 @@ from .stores import VerifyResult, convert, process, verify  # noqa: F401
 from .labels import Annotations  # noqa: F401
 from .augment_color import Photometric, augment_photometric, photometric_draws  # noqa: F401
 from .qc import QC_DTYPE, QC_THRESHOLDS, qc_filter, tile_qc  # noqa: F401
+from .augment_geometry import Geometry, augment_geometry  # noqa: F401
 from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
                     normalize_stains)
 

@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "cuda/cuda_augment_color.h"
+#include "cuda/cuda_augment.h"
 #include "cuda/cuda_host.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
 #include "cuda/cuda_testing.h"
 #include "cuda/cuda_tile_qc.h"
+#include "ops/augment_geometry.h"
 #include "slidepipe.h"
 
 static const char WHY[] = "slidepipe was built without the CUDA backend (SLIDEPIPE_CUDA=OFF or "
@@ -155,4 +157,15 @@ sp_status sp_cuda_augment_photometric(uint8_t *rgb, int64_t count, int64_t width
                                       const uint64_t *seeds, const sp_photometric_params *p,
                                       sp_err *err) {
     return sp_err_set(err, SP_E_UNSUPPORTED, "photometric augmentation on the GPU: %s", WHY);
+}
+
+sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t width, int64_t height,
+                                   const uint64_t *seeds, const sp_geometry_params *p, char *err,
+                                   size_t err_len) {
+    if (count < 0 || (count > 0 && (rgb == NULL || seeds == NULL)) ||
+        !sp_geom_params_ok(width, height, p)) {
+        return SP_E_INVALID_ARG; /* refused as with the backend, before anything else */
+    }
+    put(err, err_len);
+    return SP_E_UNSUPPORTED;
 }

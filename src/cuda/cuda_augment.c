@@ -1,0 +1,104 @@
+/* cuda_augment.c — the host side of the geometric augmentation on the GPU (cuda_augment.h): the
+ * plans and elastic displacements are made on the CPU with the reference's own functions (the
+ * Gaussian smoothing of the field is not redone on the GPU: the field is uploaded), the patches
+ * go up, augment_geometry_kernels.cu resamples them, and they come back down. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_augment.h"
+#include "ops/augment_geometry.h"
+
+/* The launcher in augment_geometry_kernels.cu (it returns a cudaError_t). */
+int sp_cuda_launch_geometry(const uint8_t *src, uint8_t *dst, const sp_geom_plan *plans,
+                            const double *disp, int64_t count, int64_t w, int64_t h,
+                            cudaStream_t stream);
+
+enum { MAX_GRID_Z = 65535 };
+
+static sp_status failed(cudaError_t e, const char *what, char *err, size_t err_len) {
+    if (err != NULL && err_len > 0) {
+        snprintf(err, err_len, "%s: %s", what, cudaGetErrorString(e));
+    }
+    return e == cudaErrorMemoryAllocation ? SP_E_NOMEM : SP_E_IO;
+}
+
+sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t w, int64_t h,
+                                   const uint64_t *seeds, const sp_geometry_params *p, char *err,
+                                   size_t err_len) {
+    if (count < 0 || (count > 0 && (rgb == NULL || seeds == NULL)) || !sp_geom_params_ok(w, h, p)) {
+        return SP_E_INVALID_ARG;
+    }
+    if (count == 0) {
+        return SP_OK;
+    }
+    int device = sp_cuda_default_device();
+    if (device < 0) {
+        if (err != NULL && err_len > 0) {
+            snprintf(err, err_len, "no CUDA device");
+        }
+        return SP_E_UNSUPPORTED;
+    }
+    size_t n = (size_t)(w * h), bytes = (size_t)count * n * 3;
+    size_t disp_doubles = p->elastic ? (size_t)count * 2 * n : 0;
+    sp_geom_plan *plans = malloc((size_t)count * sizeof(*plans));
+    double *disp = disp_doubles ? malloc(disp_doubles * sizeof(double)) : NULL;
+    double *scratch = p->elastic ? malloc(SP_GEOM_SMOOTH_SCRATCH(w, h) * sizeof(double)) : NULL;
+    uint8_t *d_src = NULL, *d_dst = NULL;
+    sp_geom_plan *d_plans = NULL;
+    double *d_disp = NULL;
+    sp_status st = SP_OK;
+    cudaError_t e = cudaSuccess;
+    if (plans == NULL || (p->elastic && (disp == NULL || scratch == NULL))) {
+        st = SP_E_NOMEM;
+        goto done;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        if (sp_geom_plan_make(w, h, seeds[i], p, &plans[i], NULL)) {
+            double *field = disp + (size_t)i * 2 * n;
+            sp_geom_elastic_noise(w, h, seeds[i], field);
+            sp_geom_elastic_smooth(w, h, p, field, scratch);
+        }
+    }
+    if ((e = cudaSetDevice(device)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&d_src, bytes)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&d_dst, bytes)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&d_plans, (size_t)count * sizeof(*plans))) != cudaSuccess ||
+        (disp != NULL &&
+         (e = cudaMalloc((void **)&d_disp, disp_doubles * sizeof(double))) != cudaSuccess)) {
+        st = failed(e, "allocating GPU memory for the geometric augmentation", err, err_len);
+        goto done;
+    }
+    if ((e = cudaMemcpy(d_src, rgb, bytes, cudaMemcpyHostToDevice)) != cudaSuccess ||
+        (e = cudaMemcpy(d_plans, plans, (size_t)count * sizeof(*plans), cudaMemcpyHostToDevice)) !=
+            cudaSuccess ||
+        (disp != NULL && (e = cudaMemcpy(d_disp, disp, disp_doubles * sizeof(double),
+                                         cudaMemcpyHostToDevice)) != cudaSuccess)) {
+        st = failed(e, "uploading patches", err, err_len);
+        goto done;
+    }
+    for (int64_t i = 0; i < count; i += MAX_GRID_Z) {
+        int64_t k = count - i < MAX_GRID_Z ? count - i : MAX_GRID_Z;
+        e = (cudaError_t)sp_cuda_launch_geometry(
+            d_src + (size_t)i * n * 3, d_dst + (size_t)i * n * 3, d_plans + i,
+            d_disp != NULL ? d_disp + (size_t)i * 2 * n : NULL, k, w, h, 0);
+        if (e != cudaSuccess) {
+            st = failed(e, "launching the geometry kernel", err, err_len);
+            goto done;
+        }
+    }
+    /* cudaMemcpy on the default stream waits for the kernels */
+    if ((e = cudaMemcpy(rgb, d_dst, bytes, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        st = failed(e, "downloading patches", err, err_len);
+    }
+done:
+    cudaFree(d_src);
+    cudaFree(d_dst);
+    cudaFree(d_plans);
+    cudaFree(d_disp);
+    free(plans);
+    free(disp);
+    free(scratch);
+    return st;
+}
