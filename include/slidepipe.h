@@ -781,8 +781,11 @@ typedef struct sp_patch_request {
 
 /* What a loader does to every patch, in this order: read size x size RGB8 pixels; when
  * `source_stains` is not NULL, normalize them from source_stains[slide] to `target`
- * (sp_stains_normalize); augment them (`dihedral`, `hed_sigma`: sp_augment_patch) when either is
- * on; write them into the batch in `format`. Batches hold `batch_size` consecutive requests (the
+ * (sp_stains_normalize); with `geometry`, resample them once through the patch's crop, affine and
+ * elastic map (sp_augment_geometry); flip and HED-jitter them (`dihedral`, `hed_sigma`:
+ * sp_augment_patch) when either is on; with `photometric`, colour-jitter, blur and add noise
+ * (sp_augment_photometric); write them into the batch in `format`. Every step draws from the
+ * request's seed on a stream of its own. Batches hold `batch_size` consecutive requests (the
  * last one fewer). `prefetch` batches (at least 1) are kept ready ahead of the consumer, made
  * on `threads` threads (0: one per core). With `pinned` nonzero, batch memory is page-locked
  * through the CUDA runtime where a GPU is present; elsewhere it is ordinary memory and
@@ -806,6 +809,8 @@ typedef struct sp_loader_config {
     int pinned;
     int numa_place, numa_node;
     int cuda, cuda_device;
+    const struct sp_geometry_params *geometry;       /* NULL: none; copied at creation */
+    const struct sp_photometric_params *photometric; /* NULL: none; copied at creation */
 } sp_loader_config;
 
 typedef struct sp_loader sp_loader;

@@ -9,7 +9,7 @@
 /* The parameters from the tuple (jitter_p, brightness, contrast, saturation, hue, blur_p,
  * blur_sigma_min, blur_sigma_max, blur_kernel_size, noise_p, noise_sigma_min, noise_sigma_max)
  * that augment_color.py builds; nonzero on success. */
-static int parse_params(PyObject *obj, sp_photometric_params *p) {
+int parse_photometric_params(PyObject *obj, sp_photometric_params *p) {
     memset(p, 0, sizeof(*p));
     p->struct_size = sizeof(*p);
     int kernel = 0;
@@ -38,7 +38,7 @@ static PyObject *augment_photometric(PyObject *module, PyObject *args) {
         return NULL;
     }
     sp_photometric_params p;
-    if (!parse_params(params_obj, &p)) {
+    if (!parse_photometric_params(params_obj, &p)) {
         return NULL;
     }
     if (count < 0 || width < 1 || height < 1 || width > (1 << 20) || height > (1 << 20) ||
@@ -78,7 +78,7 @@ static PyObject *photometric_draw(PyObject *module, PyObject *args) {
         return NULL;
     }
     sp_photometric_params p;
-    if (!parse_params(params_obj, &p)) {
+    if (!parse_photometric_params(params_obj, &p)) {
         return NULL;
     }
     sp_photometric_draws d = {.struct_size = sizeof(d)};

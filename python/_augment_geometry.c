@@ -10,7 +10,7 @@
 /* rotation, scale, scale_x, scale_y, shear_x, shear_y, translate_x, translate_y (lo, hi each),
  * crop, crop_scale (lo, hi), crop_ratio (lo, hi), elastic, elastic_alpha (x, y), elastic_sigma,
  * elastic_kernel, border, fill (r, g, b) */
-static int parse_params(PyObject *t, sp_geometry_params *p) {
+int parse_geometry_params(PyObject *t, sp_geometry_params *p) {
     sp_geometry_params_default(p);
     unsigned char f0, f1, f2;
     if (!PyArg_ParseTuple(
@@ -37,7 +37,7 @@ static PyObject *augment_geometry(PyObject *self, PyObject *args) {
         return NULL;
     }
     sp_geometry_params p;
-    if (parse_params(params, &p) != 0) {
+    if (parse_geometry_params(params, &p) != 0) {
         return NULL;
     }
     if (count < 0 || width < 1 || height < 1 || width > (1LL << 20) || height > (1LL << 20)) {
@@ -78,7 +78,7 @@ static PyObject *geometry_draw(PyObject *self, PyObject *args) {
         return NULL;
     }
     sp_geometry_params p;
-    if (parse_params(params, &p) != 0) {
+    if (parse_geometry_params(params, &p) != 0) {
         return NULL;
     }
     sp_geometry_drawn d = {.struct_size = sizeof d};
@@ -104,7 +104,7 @@ static PyObject *geometry_elastic_noise(PyObject *self, PyObject *args) {
         return NULL;
     }
     sp_geometry_params p;
-    if (parse_params(params, &p) != 0) {
+    if (parse_geometry_params(params, &p) != 0) {
         return NULL;
     }
     if (width < 1 || height < 1 || width > (1LL << 14) || height > (1LL << 14)) {

@@ -19,24 +19,38 @@
 
 /* The config tuple the package builds (slidepipe/loader.py, _config): (size, batch_size, dtype,
  * layout, mean, std, dihedral, hed_sigma, stains or None, target, prefetch, threads, pinned,
- * NUMA node or -1, CUDA device or -1). */
+ * NUMA node or -1, CUDA device or -1, geometry tuple or None, photometric tuple or None). */
 typedef struct config {
     sp_loader_config c;
     sp_stains *stains;
+    sp_geometry_params geometry;
+    sp_photometric_params photometric;
 } config;
 
 static int parse_config(PyObject *tuple, size_t n_slides, config *out) {
-    PyObject *stains_obj, *target_obj;
+    PyObject *stains_obj, *target_obj, *geometry_obj, *photometric_obj;
     sp_loader_config *c = &out->c;
     memset(out, 0, sizeof *out);
     c->struct_size = sizeof *c;
     int dtype, layout, numa, cuda;
-    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipii", &c->size, &c->batch_size, &dtype,
+    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipiiOO", &c->size, &c->batch_size, &dtype,
                           &layout, &c->format.mean[0], &c->format.mean[1], &c->format.mean[2],
                           &c->format.std[0], &c->format.std[1], &c->format.std[2], &c->dihedral,
                           &c->hed_sigma, &stains_obj, &target_obj, &c->prefetch, &c->threads,
-                          &c->pinned, &numa, &cuda)) {
+                          &c->pinned, &numa, &cuda, &geometry_obj, &photometric_obj)) {
         return -1;
+    }
+    if (geometry_obj != Py_None) {
+        if (parse_geometry_params(geometry_obj, &out->geometry) != 0) {
+            return -1;
+        }
+        c->geometry = &out->geometry;
+    }
+    if (photometric_obj != Py_None) {
+        if (!parse_photometric_params(photometric_obj, &out->photometric)) {
+            return -1;
+        }
+        c->photometric = &out->photometric;
     }
     c->numa_place = numa >= 0;
     c->numa_node = numa;
@@ -370,7 +384,9 @@ static int loader_init(core_loader *self, PyObject *args, PyObject *kwds) {
     }
     self->loader = l;
     self->config = cfg.c;
-    self->config.source_stains = NULL; /* the loader has its own copy */
+    self->config.source_stains = NULL; /* the loader has its own copies */
+    self->config.geometry = NULL;
+    self->config.photometric = NULL;
     self->group = group;
     self->slides = slides;
     slides = NULL;

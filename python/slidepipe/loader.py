@@ -96,7 +96,7 @@ def cuda_device(device):
 
 
 def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefetch, threads,
-            pinned, numa=None, device=None):
+            pinned, numa=None, device=None, geometry=None, photometric=None):
     """The tuple _core.Loader and _core.patches_read take (python/_loader.c, parse_config)."""
     if not 0.0 <= float(hed_sigma) <= 1.0:
         raise ValueError("hed_sigma must lie in [0, 1]")
@@ -104,7 +104,9 @@ def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefe
             fmt.std, bool(dihedral), float(hed_sigma),
             None if stains is None else [s._tuple() for s in stains],
             None if target is None else target._tuple(), int(prefetch), int(threads),
-            bool(pinned), numa_node(numa), cuda_device(device))
+            bool(pinned), numa_node(numa), cuda_device(device),
+            None if geometry is None else geometry._tuple(),
+            None if photometric is None else photometric.as_tuple())
 
 
 def _requests(requests):
@@ -152,7 +154,8 @@ class Loader:
     """Batches of `batch_size` consecutive requests, made `prefetch` ahead on `threads` threads
     (0: one per core) while the caller uses the current one; each patch read, normalized from
     its slide's `stains` to `target` (both slidepipe.Stains; None: not normalized), augmented
-    (`dihedral`, `hed_sigma`, from its request's seed) and written in `fmt`. With `pinned`, batch
+    from its request's seed (`geometry`: a slidepipe.Geometry, one resampling; `dihedral` and
+    `hed_sigma`; `photometric`: a slidepipe.Photometric) and written in `fmt`. With `pinned`, batch
     memory is page-locked where a CUDA device is present (``stats()["pinned"]`` says whether it
     was). `numa` (a node, "auto": the GPU's, or None) runs the loader's threads on that NUMA
     node where the machine has several, so the batches are written into its memory
@@ -165,7 +168,7 @@ class Loader:
 
     def __init__(self, slides, requests, fmt, *, size, batch_size, dihedral=False,
                  hed_sigma=0.0, stains=None, target=None, prefetch=2, threads=0, pinned=False,
-                 numa="auto", device=None, group=1):
+                 numa="auto", device=None, geometry=None, photometric=None, group=1):
         from . import Slide  # the package imports this module first
 
         if stains is not None and target is None:
@@ -174,7 +177,8 @@ class Loader:
         cores = [s._core if isinstance(s, Slide) else s for s in slides]
         config = _config(fmt, size, batch_size, dihedral=dihedral, hed_sigma=hed_sigma,
                          stains=stains, target=target, prefetch=prefetch, threads=threads,
-                         pinned=pinned, numa=numa, device=device)
+                         pinned=pinned, numa=numa, device=device, geometry=geometry,
+                         photometric=photometric)
         self.format, self.size, self.group = fmt, int(size), int(group)
         self._core = _core.Loader(cores, _requests(requests), config, self.group)
 
@@ -215,7 +219,7 @@ class Loader:
 
 
 def read_patches(slides, requests, fmt, *, size, dihedral=False, hed_sigma=0.0, stains=None,
-                 target=None, threads=0, out=None):
+                 target=None, geometry=None, photometric=None, threads=0, out=None):
     """The Loader's work for `requests` done now into one array (n, ...) of `fmt`: returns
     (array, statuses). The same pixels a Loader makes for the same requests."""
     from . import Slide
@@ -231,7 +235,8 @@ def read_patches(slides, requests, fmt, *, size, dihedral=False, hed_sigma=0.0, 
         raise ValueError(f"out must be a C-contiguous {fmt.dtype} array of shape {shape}")
     cores = [s._core if isinstance(s, Slide) else s for s in slides]
     config = _config(fmt, size, max(1, len(reqs)), dihedral=dihedral, hed_sigma=hed_sigma,
-                     stains=stains, target=target, prefetch=1, threads=threads, pinned=False)
+                     stains=stains, target=target, prefetch=1, threads=threads, pinned=False,
+                     geometry=geometry, photometric=photometric)
     statuses = _core.patches_read(cores, reqs, config, out)
     return out, np.asarray(statuses, dtype=np.int32)
 

@@ -125,10 +125,17 @@ def sampler_from_manifest(cls, manifest, run_options):
         for slide in slides:
             slide.close()
         raise
+    from .augment_color import Photometric
+    from .augment_geometry import Geometry
+
     settings = dict(m["settings"])
     target = settings.pop("target")
     if target is not None:
         settings["target"] = Stains(*target)
+    for key, params in (("geometry", Geometry), ("photometric", Photometric)):
+        if settings.get(key) is not None:
+            settings[key] = params(**{k: tuple(v) if isinstance(v, list) else v
+                                      for k, v in settings[key].items()})
     annotations = [a and a["path"] for a in m["annotations"]]
     sampler = cls(slides, annotations=annotations if any(annotations) else None, **settings,
                   **run_options)

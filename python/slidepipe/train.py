@@ -14,6 +14,7 @@ comes from (seed, epoch): the same seed gives the same patches in the same order
 flips and colours, on any number of threads.
 """
 
+import dataclasses
 import os
 
 import numpy as np
@@ -134,8 +135,10 @@ class PatchSampler:
     takes every world_size-th sample of that order (RANK and WORLD_SIZE, or Slurm's, are read
     when not given), so the ranks together see each sample once. Batches are made `prefetch`
     ahead by the library on `threads` threads (0: every core): read, stain-normalized with
-    normalize=True from each slide's stains (estimated once) to `target`, augmented (`dihedral`
-    flips and turns, HED jitter `hed_sigma`) with a seed drawn for the sample, and written as
+    normalize=True from each slide's stains (estimated once) to `target`, augmented with a seed
+    drawn for the sample (`geometry`, a slidepipe.Geometry: crop, affine and elastic in one
+    resampling; `dihedral` flips and turns; HED jitter `hed_sigma`; `photometric`, a
+    slidepipe.Photometric: colour jitter, blur, noise), and written as
     `dtype` (uint8, float16, float32) in `layout` (NHWC or NCHW), floats normalized by
     `mean`/`std`; `pinned` page-locks batch memory where a GPU is present, and `numa` ("auto":
     the GPU's node) keeps the loader's threads and the memory they write on one NUMA node where
@@ -164,7 +167,7 @@ class PatchSampler:
                  drop_last=False, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0),
                  std=(1.0, 1.0, 1.0), prefetch=2, pinned=False, rank=None, world_size=None,
                  on_error="raise", annotations=None, label_rule="centre", classes=None,
-                 masks=False, numa="auto", device=None):
+                 masks=False, numa="auto", device=None, geometry=None, photometric=None):
         from .loader import BatchFormat
 
         # What a run manifest records to make the same sampler again (slidepipe.manifest).
@@ -179,7 +182,9 @@ class PatchSampler:
             mask_side=int(mask_side), drop_last=bool(drop_last), dtype=str(dtype),
             layout=str(layout), mean=[float(v) for v in mean], std=[float(v) for v in std],
             label_rule=label_rule, classes=None if classes is None else list(classes),
-            masks=bool(masks))
+            masks=bool(masks),
+            geometry=None if geometry is None else dataclasses.asdict(geometry),
+            photometric=None if photometric is None else dataclasses.asdict(photometric))
         if int(size) < 1 or int(batch_size) < 1:
             raise ValueError("size and batch_size must be positive")
         if not 0.0 <= float(hed_sigma) <= 1.0:
@@ -197,6 +202,7 @@ class PatchSampler:
         self.seed, self.dihedral, self.hed_sigma = int(seed), bool(dihedral), float(hed_sigma)
         self.threads, self.drop_last, self.prefetch = int(threads), bool(drop_last), int(prefetch)
         self.pinned, self.on_error, self.numa, self.device = bool(pinned), on_error, numa, device
+        self.geometry, self.photometric = geometry, photometric
         self.format = BatchFormat(dtype, layout, mean, std)
         self.rank, self.world_size = _rank_and_world(rank, world_size)
         self.skipped, self.failures = [], []
@@ -414,7 +420,8 @@ class PatchSampler:
                         batch_size=b * self.group, dihedral=self.dihedral,
                         hed_sigma=self.hed_sigma, stains=self.stains, target=self.target,
                         prefetch=self.prefetch, threads=self.threads, pinned=self.pinned,
-                        numa=self.numa, device=self.device, group=self.group)
+                        numa=self.numa, device=self.device, geometry=self.geometry,
+                        photometric=self.photometric, group=self.group)
         self.last_loader = loader
         try:
             for batch in loader:

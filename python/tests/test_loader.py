@@ -513,3 +513,47 @@ def test_a_manifest_repeats_the_batches_and_names_a_changed_input(tmp_path):
     manifest["settings"]["seed"] = 5
     with pytest.raises(ValueError, match="run hash does not match"):
         slidepipe.PatchSampler.from_manifest(manifest)
+
+
+# ---- the whole augmentation pipeline in the loader -----------------------------------------
+
+GEOMETRY = slidepipe.Geometry(rotation=(-30, 30), scale=(0.8, 1.2), shear_x=(-5, 5), crop=True,
+                              crop_scale=(0.5, 1.0), elastic_alpha=(1, 1), elastic_sigma=8,
+                              elastic_kernel=0)
+PHOTOMETRIC = slidepipe.Photometric(brightness=0.2, contrast=0.2, saturation=0.2, hue=0.05,
+                                    noise=(1, 5), noise_p=0.5, blur=(0.5, 1.0), blur_p=0.5)
+
+
+def test_the_loader_pipeline_equals_its_steps_one_by_one(small):
+    reqs = requests(10, seed=8)
+    stains = small.stains(512)
+    fmt = BatchFormat("float16", "NCHW", (0.5,) * 3, (0.25,) * 3)
+    kw = dict(size=64, dihedral=True, hed_sigma=0.05, stains=[stains], geometry=GEOMETRY,
+              photometric=PHOTOMETRIC)
+    got, st = read_patches([small], reqs, fmt, threads=2, **kw)
+    assert not st.any()
+    # read, normalize, geometry, flips and HED jitter, photometric, format: docs/train.md
+    want, _ = read_patches([small], reqs, BatchFormat(), size=64, stains=[stains])
+    slidepipe.augment_geometry(want, reqs["seed"], GEOMETRY)
+    slidepipe.augment(want, reqs["seed"], dihedral=True, hed_sigma=0.05)
+    slidepipe.augment_photometric(want, reqs["seed"], PHOTOMETRIC)
+    assert np.array_equal(got, numpy_format(want, fmt))
+    with Loader([small], reqs, fmt, batch_size=3, threads=1, prefetch=2, **kw) as loader:
+        assert np.array_equal(np.concatenate([b.numpy() for b in loader]), got)
+    with pytest.raises(slidepipe.SlidepipeError, match="geometry or photometric"):
+        Loader([small], reqs, fmt, batch_size=3, size=64,
+               geometry=slidepipe.Geometry(scale=(-1, 1)))
+
+
+def test_a_sampler_with_every_augmentation_repeats_from_its_manifest(testdata, tmp_path):
+    kw = dict(batch_size=16, min_tissue=0.3, mask_side=512, seed=3, hed_sigma=0.05,
+              geometry=GEOMETRY, photometric=PHOTOMETRIC, dtype="float16", layout="NCHW")
+    with slidepipe.PatchSampler([testdata / SMALL], 64, threads=2, **kw) as s:
+        s.write_manifest(tmp_path / "run.json")
+        want = list(s.epoch(1))
+    with slidepipe.PatchSampler.from_manifest(tmp_path / "run.json", threads=1,
+                                              prefetch=1) as again:
+        got = list(again.epoch(1))
+        assert again.geometry == GEOMETRY and again.photometric == PHOTOMETRIC
+    assert len(got) == len(want) > 2
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(got, want))

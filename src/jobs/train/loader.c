@@ -37,7 +37,7 @@ typedef struct batch_box {
 typedef struct recipe {
     sp_slide *const *slides;
     const sp_patch_request *reqs;
-    sp_loader_config cfg;
+    sp_loader_config cfg; /* its geometry and photometric point at the caller's or the loader's */
     const sp_stains *stains; /* per slide, or NULL */
     sp_batch_lut lut;
     size_t patch_bytes; /* one patch in the batch's format */
@@ -48,6 +48,8 @@ struct sp_loader {
     sp_slide **slides; /* the loader's copies of what r points at */
     sp_patch_request *reqs;
     sp_stains *stains;
+    sp_geometry_params geometry;
+    sp_photometric_params photometric;
     size_t n_reqs;
     sp_loader_config cfg;
     int64_t n_batches;
@@ -91,8 +93,14 @@ static void make_patch(void *user, size_t i) {
     if (st == SP_OK && k->stains != NULL) {
         st = sp_stains_normalize(&k->stains[r->slide], &k->cfg.target, rgb, size * size);
     }
+    if (st == SP_OK && k->cfg.geometry != NULL) {
+        st = sp_augment_geometry(rgb, size, size, r->seed, k->cfg.geometry);
+    }
     if (st == SP_OK && (k->cfg.dihedral || k->cfg.hed_sigma > 0)) {
         st = sp_augment_patch(rgb, size, r->seed, k->cfg.dihedral, k->cfg.hed_sigma);
+    }
+    if (st == SP_OK && k->cfg.photometric != NULL) {
+        st = sp_augment_photometric(rgb, size, size, r->seed, k->cfg.photometric);
     }
     if (st == SP_OK && !direct) {
         sp_batch_write_rows(&k->lut, rgb, size, size, 0, size, slot);
@@ -233,6 +241,15 @@ static bool stains_usable(const sp_stains *s) {
     return isfinite(s->max_h) && isfinite(s->max_e) && s->max_h > 0 && s->max_e > 0;
 }
 
+/* Whether the augmentation parameters are accepted: each drawn once for a patch of the size. */
+static bool augmentations_usable(const sp_loader_config *c) {
+    sp_geometry_drawn g = {.struct_size = sizeof g};
+    sp_photometric_draws p = {.struct_size = sizeof p};
+    return (c->geometry == NULL ||
+            sp_geometry_draw(c->size, c->size, 0, c->geometry, &g) == SP_OK) &&
+           (c->photometric == NULL || sp_photometric_draw(0, c->photometric, &p) == SP_OK);
+}
+
 /* Why the config or a request cannot be used (in err), or SP_OK. */
 static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_request *reqs,
                        size_t n_reqs, const sp_loader_config *c, bool loader, char *err,
@@ -268,6 +285,10 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
         put(err, err_len, "loader: a batch of %lld patches of %lld pixels would exceed 16 GiB",
             (long long)c->batch_size, (long long)c->size);
         return SP_E_LIMIT;
+    }
+    if (!augmentations_usable(c)) {
+        put(err, err_len, "loader: the geometry or photometric parameters are not usable");
+        return SP_E_INVALID_ARG;
     }
     for (size_t s = 0; s < n_slides; s++) {
         if (slides[s] == NULL ||
@@ -384,6 +405,14 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
         memcpy(l->stains, config->source_stains, n_slides * sizeof *l->stains);
     }
     l->cfg.source_stains = l->stains;
+    if (config->geometry != NULL) {
+        l->geometry = *config->geometry;
+        l->cfg.geometry = &l->geometry;
+    }
+    if (config->photometric != NULL) {
+        l->photometric = *config->photometric;
+        l->cfg.photometric = &l->photometric;
+    }
     set_recipe(&l->r, l->slides, l->reqs, &l->cfg);
     if (pthread_create(&l->thread, NULL, produce, l) != 0) {
         put(err, err_len, "loader: cannot start its thread");
