@@ -62,10 +62,12 @@ def reference_blur(img, d):
 
 def normal_numbers(seed, count):
     """The counter-based generator in numpy: output n of splitmix64 started at
-    seed ^ NOISE_STREAM, two per element, Box-Muller in float64."""
+    seed ^ NOISE_STREAM, two per pair of elements, Box-Muller in float64 (cos for the even
+    element, sin for the odd one)."""
     key = np.uint64(int(seed) ^ NOISE_STREAM)
+    pairs = (count + 1) // 2
     with np.errstate(over="ignore"):
-        n = np.arange(2 * count, dtype=np.uint64)
+        n = np.arange(2 * pairs, dtype=np.uint64)
         z = key + (n + np.uint64(1)) * GOLDEN
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -73,7 +75,10 @@ def normal_numbers(seed, count):
     top = (z >> np.uint64(11)).astype(np.float64)
     u1 = (top[0::2] + 1.0) * 2.0**-53
     u2 = top[1::2] * 2.0**-53
-    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    r, t = np.sqrt(-2.0 * np.log(u1)), 2.0 * np.pi * u2
+    z = np.empty(2 * pairs)
+    z[0::2], z[1::2] = r * np.cos(t), r * np.sin(t)
+    return z[:count]
 
 
 def reference_noise(img, seed, d):

@@ -56,11 +56,11 @@ SP_AUG_HD static inline void sp_aug_hue(uint8_t *px, float shift) {
     float hg = (maxc == g && maxc != r) ? (2.0f + rc) - bc : 0.0f;
     float hb = (maxc != g && maxc != r) ? (4.0f + gc) - rc : 0.0f;
     float h = (hr + hg) + hb;
-    h = fmodf(h / 6.0f + 1.0f, 1.0f);
-    h = fmodf(h + shift, 1.0f); /* torch.remainder: the sign of the divisor */
-    if (h < 0.0f) {
-        h += 1.0f;
-    }
+    /* fmod(x, 1) by x - floor(x): exact for these x (in [-0.5, 2)), so the same numbers. */
+    h = h / 6.0f + 1.0f;
+    h -= floorf(h);
+    h += shift;
+    h -= floorf(h); /* torch.remainder: the sign of the divisor */
     float i = floorf(h * 6.0f);
     float f = h * 6.0f - i;
     int sector = (int)i % 6;
@@ -107,13 +107,22 @@ SP_AUG_HD static inline uint64_t sp_aug_counter_u64(uint64_t key, uint64_t n) {
     return z ^ (z >> 31);
 }
 
-/* A standard normal number for element e (= pixel index * 3 + channel) by Box-Muller from
- * outputs 2e and 2e + 1: u1 in (0, 1], u2 in [0, 1), z = sqrt(-2 ln u1) cos(2 pi u2), in
- * double. */
+/* The standard normal numbers of elements 2p and 2p + 1 (element = pixel index * 3 + channel)
+ * by Box-Muller from outputs 2p and 2p + 1: u1 in (0, 1], u2 in [0, 1), r = sqrt(-2 ln u1),
+ * t = 2 pi u2, z0 = r cos t, z1 = r sin t, in double (both outputs used: one log per two). */
+SP_AUG_HD static inline void sp_aug_normal_pair(uint64_t key, uint64_t p, double *z0, double *z1) {
+    double u1 = (double)((sp_aug_counter_u64(key, 2 * p) >> 11) + 1) * 0x1p-53;
+    double u2 = (double)(sp_aug_counter_u64(key, 2 * p + 1) >> 11) * 0x1p-53;
+    double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586 * u2;
+    *z0 = r * cos(t);
+    *z1 = r * sin(t);
+}
+
+/* The standard normal number of element e alone (its pair's even or odd output). */
 SP_AUG_HD static inline double sp_aug_normal(uint64_t key, uint64_t e) {
-    double u1 = (double)((sp_aug_counter_u64(key, 2 * e) >> 11) + 1) * 0x1p-53;
-    double u2 = (double)(sp_aug_counter_u64(key, 2 * e + 1) >> 11) * 0x1p-53;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    double z0, z1;
+    sp_aug_normal_pair(key, e >> 1, &z0, &z1);
+    return (e & 1) ? z1 : z0;
 }
 
 /* v + sigma z rounded half to even and clamped to [0, 255]. */
