@@ -688,6 +688,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     Py_XINCREF(&core_slide_type);
     if (core_error == NULL || PyModule_AddFunctions(m, store_methods) != 0 ||
         PyModule_AddFunctions(m, annotation_methods) != 0 ||
+        PyModule_AddFunctions(m, stain_methods) != 0 ||
         add_store_constants(m) != 0 || PyModule_AddFunctions(m, loader_methods) != 0 ||
         add_loader_types(m) != 0 ||
         PyModule_AddObject(m, "Error", core_error) != 0 ||

@@ -44,4 +44,8 @@ int add_store_constants(PyObject *m);
  * slidepipe/labels.py. */
 extern PyMethodDef annotation_methods[];
 
+/* Reinhard statistics and normalization, stain augmentation and cached estimates (_stains.c),
+ * behind slidepipe/stain_tools.py. */
+extern PyMethodDef stain_methods[];
+
 #endif
