@@ -39,6 +39,10 @@ static void xyz_to_rgb_matrix(double inv[3][3]) {
     }
 }
 
+void sp_reinhard_xyz_to_rgb(double inv[3][3]) {
+    xyz_to_rgb_matrix(inv);
+}
+
 static double srgb_to_linear(double v) {
     return v > 0.04045 ? pow((v + 0.055) / 1.055, 2.4) : v / 12.92;
 }

@@ -21,6 +21,10 @@
 void sp_reinhard_rgb_to_lab(const uint8_t rgb[3], double lab[3]);
 void sp_reinhard_lab_to_rgb(const double lab[3], uint8_t rgb[3]);
 
+/* The inverse of the sRGB-to-XYZ matrix, as the CPU map uses it (the CUDA kernel takes it from
+ * here so both backends use the same numbers). */
+void sp_reinhard_xyz_to_rgb(double inv[3][3]);
+
 /* The per-channel map in LAB: lab' = (lab - source_mean) / source_std * target_std +
  * target_mean, evaluated in that order. */
 typedef struct sp_reinhard_map {
