@@ -63,11 +63,19 @@ static uint8_t linear_to_byte(double v) {
     return s >= 1.0 ? 255 : (uint8_t)floor(255.0 * s + 0.5);
 }
 
-void sp_reinhard_rgb_to_lab(const uint8_t rgb[3], double lab[3]) {
-    double lin[3], f[3];
-    for (int k = 0; k < 3; k++) {
-        lin[k] = srgb_to_linear(rgb[k] / 255.0);
+/* The linear value of each 8-bit code: the same doubles srgb_to_linear gives, computed once. */
+typedef struct linear_table {
+    double v[256];
+} linear_table;
+
+static void linear_table_init(linear_table *t) {
+    for (int i = 0; i < 256; i++) {
+        t->v[i] = srgb_to_linear(i / 255.0);
     }
+}
+
+static void lab_of(const linear_table *t, const uint8_t rgb[3], double lab[3]) {
+    double lin[3] = {t->v[rgb[0]], t->v[rgb[1]], t->v[rgb[2]]}, f[3];
     for (int i = 0; i < 3; i++) {
         double x = RGB_TO_XYZ[i][0] * lin[0] + RGB_TO_XYZ[i][1] * lin[1] + RGB_TO_XYZ[i][2] * lin[2];
         f[i] = lab_f(x / WHITE[i]);
@@ -75,6 +83,12 @@ void sp_reinhard_rgb_to_lab(const uint8_t rgb[3], double lab[3]) {
     lab[0] = 116.0 * f[1] - 16.0;
     lab[1] = 500.0 * (f[0] - f[1]);
     lab[2] = 200.0 * (f[1] - f[2]);
+}
+
+void sp_reinhard_rgb_to_lab(const uint8_t rgb[3], double lab[3]) {
+    linear_table t;
+    linear_table_init(&t);
+    lab_of(&t, rgb, lab);
 }
 
 static void lab_to_rgb_with(const double inv[3][3], const double lab[3], uint8_t rgb[3]) {
@@ -125,6 +139,8 @@ static bool is_tissue(const uint8_t *p) {
 
 /* Two passes (mean, then the squared deviations), each summed in pixel order. */
 static int64_t stats_of(const uint8_t *rgb, int64_t n, bool tissue_only, sp_reinhard_stats *out) {
+    linear_table t;
+    linear_table_init(&t);
     double sum[3] = {0, 0, 0}, sq[3] = {0, 0, 0};
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -132,7 +148,7 @@ static int64_t stats_of(const uint8_t *rgb, int64_t n, bool tissue_only, sp_rein
             continue;
         }
         double lab[3];
-        sp_reinhard_rgb_to_lab(rgb + 3 * i, lab);
+        lab_of(&t, rgb + 3 * i, lab);
         for (int k = 0; k < 3; k++) {
             sum[k] += lab[k];
         }
@@ -150,7 +166,7 @@ static int64_t stats_of(const uint8_t *rgb, int64_t n, bool tissue_only, sp_rein
             continue;
         }
         double lab[3];
-        sp_reinhard_rgb_to_lab(rgb + 3 * i, lab);
+        lab_of(&t, rgb + 3 * i, lab);
         for (int k = 0; k < 3; k++) {
             double d = lab[k] - mean[k];
             sq[k] += d * d;
@@ -247,9 +263,11 @@ void sp_reinhard_map_apply(const sp_reinhard_map *map, const uint8_t *rgb, int64
                            int64_t pixel_step, int64_t channel_step) {
     double inv[3][3];
     xyz_to_rgb_matrix(inv);
+    linear_table t;
+    linear_table_init(&t);
     for (int64_t i = 0; i < n; i++) {
         double lab[3];
-        sp_reinhard_rgb_to_lab(rgb + 3 * i, lab);
+        lab_of(&t, rgb + 3 * i, lab);
         for (int k = 0; k < 3; k++) {
             lab[k] = (lab[k] - map->source_mean[k]) / map->source_std[k] * map->target_std[k] +
                      map->target_mean[k];
