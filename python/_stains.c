@@ -103,8 +103,8 @@ static PyObject *core_stains_augment_patches(PyObject *module, PyObject *args) {
         return PyErr_Format(PyExc_ValueError, "buffer sizes do not match count and patch size");
     }
     PyThreadState *ts = PyEval_SaveThread();
-    sp_status st = sp_stains_augment_patches(&s, view.buf, count, patch_pixels, seeds.buf, sigma,
-                                             threads);
+    sp_status st =
+        sp_stains_augment_patches(&s, view.buf, count, patch_pixels, seeds.buf, sigma, threads);
     PyEval_RestoreThread(ts);
     PyBuffer_Release(&view);
     PyBuffer_Release(&seeds);

@@ -117,8 +117,8 @@ sp_status sp_cuda_reinhard_normalize(const sp_reinhard_stats *source,
 }
 
 sp_status sp_cuda_stains_augment_patches(const sp_stains *stains, uint8_t *device_rgb,
-                                         int64_t count, int64_t patch_pixels,
-                                         const uint64_t *seeds, double sigma) {
+                                         int64_t count, int64_t patch_pixels, const uint64_t *seeds,
+                                         double sigma) {
     return SP_E_UNSUPPORTED;
 }
 

@@ -23,8 +23,8 @@ sp_status sp_cuda_reinhard_normalize(const sp_reinhard_stats *source,
  * RGB8 pixels, patch i with host seeds[i]; synchronous. Errors as the CPU call, SP_E_NOMEM and
  * SP_E_IO for the device. */
 sp_status sp_cuda_stains_augment_patches(const sp_stains *stains, uint8_t *device_rgb,
-                                         int64_t count, int64_t patch_pixels,
-                                         const uint64_t *seeds, double sigma);
+                                         int64_t count, int64_t patch_pixels, const uint64_t *seeds,
+                                         double sigma);
 
 /* Copy `bytes` from the host to device memory, synchronously (for the tests); SP_E_IO on
  * failure. */

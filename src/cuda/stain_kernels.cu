@@ -17,9 +17,8 @@ struct reinhard_args {
     double inv[3][3];
 };
 
-__constant__ double RGB_TO_XYZ[3][3] = {{0.412453, 0.357580, 0.180423},
-                                        {0.212671, 0.715160, 0.072169},
-                                        {0.019334, 0.119193, 0.950227}};
+__constant__ double RGB_TO_XYZ[3][3] = {
+    {0.412453, 0.357580, 0.180423}, {0.212671, 0.715160, 0.072169}, {0.019334, 0.119193, 0.950227}};
 __constant__ double WHITE[3] = {0.95047, 1.0, 1.08883};
 
 __device__ double srgb_to_linear(double v) {
@@ -58,7 +57,8 @@ __global__ void reinhard_kernel(const uint8_t *__restrict__ src, int64_t src_str
         lin[k] = srgb_to_linear(p[k] / 255.0);
     }
     for (int r = 0; r < 3; r++) {
-        double v = RGB_TO_XYZ[r][0] * lin[0] + RGB_TO_XYZ[r][1] * lin[1] + RGB_TO_XYZ[r][2] * lin[2];
+        double v =
+            RGB_TO_XYZ[r][0] * lin[0] + RGB_TO_XYZ[r][1] * lin[1] + RGB_TO_XYZ[r][2] * lin[2];
         f[r] = lab_f(v / WHITE[r]);
     }
     lab[0] = 116.0 * f[1] - 16.0;

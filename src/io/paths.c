@@ -123,8 +123,7 @@ sp_status sp_path_make_dirs(const char *dir, sp_err *err) {
         buf[i] = keep;
     }
     sp_path_info info = sp_path_look(dir);
-    return info.is_directory ? SP_OK
-                             : sp_err_set(err, SP_E_IO, "%s is not a folder", dir);
+    return info.is_directory ? SP_OK : sp_err_set(err, SP_E_IO, "%s is not a folder", dir);
 }
 
 sp_status sp_path_read_small(const char *path, size_t max, char **out, size_t *len, sp_err *err) {
@@ -137,7 +136,8 @@ sp_status sp_path_read_small(const char *path, size_t max, char **out, size_t *l
     }
     char *buf = malloc(max + 1);
     size_t n = 0;
-    sp_status st = buf != NULL ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
+    sp_status st =
+        buf != NULL ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
     while (st == SP_OK) {
         if (n == max) {
             char extra;

@@ -24,7 +24,7 @@ sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err);
 typedef struct sp_path_info {
     bool exists, is_file, is_directory;
     uint64_t size;
-    uint64_t id[2]; /* device and inode */
+    uint64_t id[2];   /* device and inode */
     int64_t mtime_ns; /* last modification, nanoseconds since the epoch */
 } sp_path_info;
 

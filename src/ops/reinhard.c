@@ -16,9 +16,8 @@
 #include "slide/overview.h"
 
 /* sRGB primaries to XYZ (the matrix scikit-image and OpenCV use) and the D65 white. */
-static const double RGB_TO_XYZ[3][3] = {{0.412453, 0.357580, 0.180423},
-                                        {0.212671, 0.715160, 0.072169},
-                                        {0.019334, 0.119193, 0.950227}};
+static const double RGB_TO_XYZ[3][3] = {
+    {0.412453, 0.357580, 0.180423}, {0.212671, 0.715160, 0.072169}, {0.019334, 0.119193, 0.950227}};
 static const double WHITE[3] = {0.95047, 1.0, 1.08883};
 
 /* The inverse of RGB_TO_XYZ, by the adjugate in double. */
@@ -77,7 +76,8 @@ static void linear_table_init(linear_table *t) {
 static void lab_of(const linear_table *t, const uint8_t rgb[3], double lab[3]) {
     double lin[3] = {t->v[rgb[0]], t->v[rgb[1]], t->v[rgb[2]]}, f[3];
     for (int i = 0; i < 3; i++) {
-        double x = RGB_TO_XYZ[i][0] * lin[0] + RGB_TO_XYZ[i][1] * lin[1] + RGB_TO_XYZ[i][2] * lin[2];
+        double x =
+            RGB_TO_XYZ[i][0] * lin[0] + RGB_TO_XYZ[i][1] * lin[1] + RGB_TO_XYZ[i][2] * lin[2];
         f[i] = lab_f(x / WHITE[i]);
     }
     lab[0] = 116.0 * f[1] - 16.0;

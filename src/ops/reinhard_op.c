@@ -9,8 +9,8 @@
 #include "slide/overview.h"
 
 static sp_status reinhard_prepare(sp_slide *slide, sp_op_params *p, sp_err *err) {
-    sp_status st = sp_reinhard_estimate_slide(slide, SP_OVERVIEW_DEFAULT_SIDE, &p->colour_source,
-                                              err);
+    sp_status st =
+        sp_reinhard_estimate_slide(slide, SP_OVERVIEW_DEFAULT_SIDE, &p->colour_source, err);
     if (st != SP_OK) {
         return st;
     }

@@ -24,7 +24,8 @@
 #include "slide/slide.h"
 
 /* Bump when a definition in docs/stains.md changes, so old entries stop matching. */
-#define CACHE_DEFINITION "slidepipe-stains-v1 macenko beta=0.15 p=1,99 reinhard=cielab-d65 tissue<=219"
+#define CACHE_DEFINITION                                                                           \
+    "slidepipe-stains-v1 macenko beta=0.15 p=1,99 reinhard=cielab-d65 tissue<=219"
 #define PIXEL_HASH_PROPERTY "slidepipe.pixel-hash"
 #define ENTRY_MAX_BYTES 4096
 
@@ -69,9 +70,10 @@ static bool cache_key(sp_slide *slide, int64_t max_side, char hex[65]) {
             free(abs);
             return false;
         }
-        len = snprintf(ident, sizeof ident, "%s\nmax_side=%lld\npath=%s\nsize=%llu\nmtime_ns=%lld\n",
-                       CACHE_DEFINITION, (long long)max_side, abs, (unsigned long long)info.size,
-                       (long long)info.mtime_ns);
+        len =
+            snprintf(ident, sizeof ident, "%s\nmax_side=%lld\npath=%s\nsize=%llu\nmtime_ns=%lld\n",
+                     CACHE_DEFINITION, (long long)max_side, abs, (unsigned long long)info.size,
+                     (long long)info.mtime_ns);
         free(abs);
     }
     if (len < 0 || (size_t)len >= sizeof ident) {
@@ -151,8 +153,8 @@ static bool parse_entry(const char *text, const char *key, int64_t max_side, sp_
     double side = 0;
     bool ok = cJSON_IsObject(doc) && cJSON_IsString(k) && strcmp(k->valuestring, key) == 0 &&
               cJSON_IsString(d) && strcmp(d->valuestring, CACHE_DEFINITION) == 0 &&
-              get_number(doc, "max_side", &side) && side == (double)max_side &&
-              cJSON_IsObject(m) && cJSON_IsObject(r);
+              get_number(doc, "max_side", &side) && side == (double)max_side && cJSON_IsObject(m) &&
+              cJSON_IsObject(r);
     memset(stains, 0, sizeof *stains);
     memset(rs, 0, sizeof *rs);
     ok = ok && get_triple(m, "h", stains->h) && get_triple(m, "e", stains->e) &&
@@ -284,9 +286,10 @@ sp_status sp_stains_estimate_cached(sp_slide *slide, int64_t max_side, sp_stains
     if (from_cache != NULL) {
         *from_cache = 0;
     }
-    sp_status st = slide == NULL || (stains == NULL && reinhard == NULL)
-                       ? sp_err_set(&e, SP_E_INVALID_ARG, "sp_stains_estimate_cached: null argument")
-                       : estimate_cached(slide, max_side, stains, reinhard, from_cache, &e);
+    sp_status st =
+        slide == NULL || (stains == NULL && reinhard == NULL)
+            ? sp_err_set(&e, SP_E_INVALID_ARG, "sp_stains_estimate_cached: null argument")
+            : estimate_cached(slide, max_side, stains, reinhard, from_cache, &e);
     sp_err_report(st, &e, err, err_len);
     return st;
 }

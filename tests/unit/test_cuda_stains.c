@@ -103,8 +103,14 @@ static void test_device(void) {
     memset(&p, 0, sizeof p);
     p.colour_source = src;
     p.colour_target = ref;
-    sp_op_block b = {.src = px, .src_stride = w * 3, .width = w, .height = h, .dst = cpu,
-                     .dst_stride = w, .dst_plane = w * h, .scratch = NULL};
+    sp_op_block b = {.src = px,
+                     .src_stride = w * 3,
+                     .width = w,
+                     .height = h,
+                     .dst = cpu,
+                     .dst_stride = w,
+                     .dst_plane = w * h,
+                     .scratch = NULL};
     CHECK_EQ_INT(sp_op_reinhard.cpu(&p, &b), SP_OK);
     sp_cuda_op_runner *runner = NULL;
     sp_err err = {0};

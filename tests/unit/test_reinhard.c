@@ -150,8 +150,14 @@ static void test_op(void) {
     memset(&p, 0, sizeof p);
     CHECK_EQ_INT(sp_reinhard_stats_compute(px, w * h, 0, &p.colour_source), SP_OK);
     sp_reinhard_reference(&p.colour_target);
-    sp_op_block b = {.src = px, .src_stride = w * 3, .width = w, .height = h, .dst = planes,
-                     .dst_stride = w, .dst_plane = w * h, .scratch = NULL};
+    sp_op_block b = {.src = px,
+                     .src_stride = w * 3,
+                     .width = w,
+                     .height = h,
+                     .dst = planes,
+                     .dst_stride = w,
+                     .dst_plane = w * h,
+                     .scratch = NULL};
     CHECK_EQ_INT(sp_op_reinhard.cpu(&p, &b), SP_OK);
     memcpy(direct, px, (size_t)(w * h * 3));
     CHECK_EQ_INT(sp_reinhard_normalize(&p.colour_source, &p.colour_target, direct, w * h), SP_OK);
