@@ -29,8 +29,16 @@ WHITE = np.array([0.95047, 1.0, 1.08883])
 
 @pytest.fixture(scope="module")
 def binding(slidepipe_bin):
+    """The binding of the same build; None in the sanitizer run, whose extension a stock python
+    cannot load without the sanitizer's runtime preloaded (the numpy oracle still runs there)."""
     sys.path.insert(0, str(Path(slidepipe_bin).parent / "python"))
-    return pytest.importorskip("slidepipe")
+    try:
+        import slidepipe
+    except ImportError:
+        if os.environ.get("SLIDEPIPE_SANITIZED"):
+            return None
+        raise
+    return slidepipe
 
 
 def describe(proc) -> str:
@@ -87,16 +95,18 @@ def test_process_reinhard(run, info, read_region, binding, testdata, tmp_path, m
     op = attrs["slidepipe"]["op"]
     assert op["name"] == "reinhard" and op["halo"] == 0 and op["dtype"] == "uint8"
     src, tgt = op["parameters"]["source"], op["parameters"]["target"]
-    with binding.open(str(path)) as s:
-        stats = s.reinhard_stats(cache=False)
-    assert tuple(src["mean"]) == stats.mean and tuple(src["std"]) == stats.std
-    assert src["pixels"] == stats.pixels
-    ref = binding.ReinhardStats.reference()
-    assert tuple(tgt["mean"]) == ref.mean and tuple(tgt["std"]) == ref.std
+    assert tgt["mean"] == [49.2844, 27.8775, -12.0771] and tgt["std"] == [19.5856, 12.138, 8.29]
     rgb = level_rgb(info, read_region, path, level)
     got = np.moveaxis(out, 0, -1)
-    want = binding.reinhard_normalize(rgb.copy(), stats, ref)
-    assert np.array_equal(got, want)
+    if binding is not None:
+        with binding.open(str(path)) as s:
+            stats = s.reinhard_stats(cache=False)
+        assert tuple(src["mean"]) == stats.mean and tuple(src["std"]) == stats.std
+        assert src["pixels"] == stats.pixels
+        ref = binding.ReinhardStats.reference()
+        assert tuple(tgt["mean"]) == ref.mean and tuple(tgt["std"]) == ref.std
+        want = binding.reinhard_normalize(rgb.copy(), stats, ref)
+        assert np.array_equal(got, want)
     exact = reinhard_numpy(rgb, src, tgt)
     diff = np.abs(got.astype(np.int16) - exact)
     assert diff.max() <= 1 and np.mean(diff == 0) >= 0.999
