@@ -958,7 +958,8 @@ SP_API sp_status sp_stains_augment_patches(const sp_stains *slide_stains, uint8_
  * modification time, with max_side and the definitions' version. A valid entry is returned
  * without reading the slide; a missing, unreadable or invalid one is recomputed and rewritten
  * (atomically). The environment variable SLIDEPIPE_STAIN_CACHE=0 turns the cache off. Either
- * output may be NULL, but not both. `*from_cache` (may be NULL) says whether the result was read
+ * output may be NULL, but not both; with `stains` NULL a slide whose stains cannot be estimated
+ * still gets its Reinhard statistics (not cached then). `*from_cache` (may be NULL) says whether the result was read
  * from the cache. A failure to write the cache is not an error. Errors as the two estimates. */
 SP_API sp_status sp_stains_estimate_cached(sp_slide *slide, int64_t max_side, sp_stains *stains,
                                            sp_reinhard_stats *reinhard, int *from_cache,

@@ -114,13 +114,14 @@ static PyObject *core_stains_augment_patches(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* stains_estimate(slide, max_side, cache) -> (stains, reinhard, from_cache); with cache false
- * the two plain estimates (the slide is read twice). */
+/* stains_estimate(slide, max_side, cache, want_stains) -> (stains or None, reinhard,
+ * from_cache); with cache false the plain estimates (the slide is read once per estimate). */
 static PyObject *core_stains_estimate(PyObject *module, PyObject *args) {
     PyObject *obj;
     long long max_side;
-    int cache;
-    if (!PyArg_ParseTuple(args, "O!Lp", &core_slide_type, &obj, &max_side, &cache)) {
+    int cache, want_stains;
+    if (!PyArg_ParseTuple(args, "O!Lpp", &core_slide_type, &obj, &max_side, &cache,
+                          &want_stains)) {
         return NULL;
     }
     core_slide *self = (core_slide *)obj;
@@ -135,9 +136,10 @@ static PyObject *core_stains_estimate(PyObject *module, PyObject *args) {
     PyThreadState *ts = PyEval_SaveThread();
     sp_status st;
     if (cache) {
-        st = sp_stains_estimate_cached(self->slide, max_side, &s, &r, &hit, err, sizeof err);
+        st = sp_stains_estimate_cached(self->slide, max_side, want_stains ? &s : NULL, &r, &hit, err,
+                                       sizeof err);
     } else {
-        st = sp_stains_estimate(self->slide, max_side, &s, err, sizeof err);
+        st = want_stains ? sp_stains_estimate(self->slide, max_side, &s, err, sizeof err) : SP_OK;
         if (st == SP_OK) {
             st = sp_reinhard_estimate(self->slide, max_side, &r, err, sizeof err);
         }
@@ -146,6 +148,9 @@ static PyObject *core_stains_estimate(PyObject *module, PyObject *args) {
     self->readers--;
     if (st != SP_OK) {
         return raise_status(st, err);
+    }
+    if (!want_stains) {
+        return Py_BuildValue("ONO", Py_None, reinhard_tuple(&r), hit ? Py_True : Py_False);
     }
     return Py_BuildValue("((ddd)(ddd)dd)NO", s.h[0], s.h[1], s.h[2], s.e[0], s.e[1], s.e[2],
                          s.max_h, s.max_e, reinhard_tuple(&r), hit ? Py_True : Py_False);
@@ -161,5 +166,5 @@ PyMethodDef stain_methods[] = {
     {"stains_augment_patches", core_stains_augment_patches, METH_VARARGS,
      "stains_augment_patches(rgb, count, patch_pixels, stains, seeds, sigma, threads): in place"},
     {"stains_estimate", core_stains_estimate, METH_VARARGS,
-     "stains_estimate(slide, max_side, cache) -> (stains, reinhard, from_cache)"},
+     "stains_estimate(slide, max_side, cache, want_stains) -> (stains, reinhard, from_cache)"},
     {NULL, NULL, 0, NULL}};

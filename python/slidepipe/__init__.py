@@ -244,7 +244,7 @@ class Slide:
     def reinhard_stats(self, max_side=2048, cache=True):
         """The slide's ReinhardStats (CIELAB mean and std of its tissue pixels) from its image
         `max_side` across, through the per-slide estimate cache unless `cache` is false."""
-        return stain_tools.estimate_stains(self._core, max_side, bool(cache))[1]
+        return stain_tools.estimate_stains(self._core, max_side, bool(cache), False)[1]
 
     def pixel_hash(self, threads=0):
         """The slide's pixel hash: 64 hex digits of a SHA-256 over its levels' decoded RGB8

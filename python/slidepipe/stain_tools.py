@@ -83,8 +83,9 @@ def augment_stains(patches, stains, seeds, sigma, threads=0):
     return patches
 
 
-def estimate_stains(core_slide, max_side=2048, cache=True):
+def estimate_stains(core_slide, max_side=2048, cache=True, want_stains=True):
     """(Stains, ReinhardStats, from_cache) of an open slide's core handle (Slide.stains and
-    Slide.reinhard_stats use it)."""
-    s, r, hit = _core.stains_estimate(core_slide, int(max_side), bool(cache))
-    return Stains(*s), ReinhardStats(*r), bool(hit)
+    Slide.reinhard_stats use it). With want_stains false the Stains are None, and a slide whose
+    stains cannot be estimated still gets its ReinhardStats."""
+    s, r, hit = _core.stains_estimate(core_slide, int(max_side), bool(cache), bool(want_stains))
+    return (None if s is None else Stains(*s)), ReinhardStats(*r), bool(hit)

@@ -322,3 +322,23 @@ def test_cache_misses_after_touch_and_can_be_disabled(testdata, tmp_path, privat
         for _ in range(2):
             assert not stain_tools.estimate_stains(s._core, 512, True)[2]
     assert entries(private_cache) == []
+
+
+def test_reinhard_without_stains(tmp_path, private_cache):
+    """A pale slide: tissue for Reinhard (green <= 219) but no pixel stained in all three channels,
+    so Macenko fails while the Reinhard statistics are still given (and nothing is cached)."""
+    tifffile = pytest.importorskip("tifffile")
+    rng = np.random.default_rng(3)
+    img = np.empty((512, 512, 3), np.uint8)
+    img[..., 0] = 240
+    img[..., 1] = rng.integers(150, 210, (512, 512))
+    img[..., 2] = 230
+    path = tmp_path / "pale.tif"
+    tifffile.imwrite(path, img, tile=(256, 256), photometric="rgb")
+    with slidepipe.open(str(path)) as s:
+        stats = s.reinhard_stats()
+        assert stats.pixels == 512 * 512
+        assert stats == slidepipe.ReinhardStats.of(img, tissue_only=True)
+        with pytest.raises(slidepipe.SlidepipeError, match="too few stained pixels"):
+            s.stains()
+    assert entries(private_cache) == []

@@ -203,9 +203,12 @@ static void write_entry(const char *dir, const char *path, const char *key, int6
 
 /* ---- the call ------------------------------------------------------------------------- */
 
-/* Both estimates from one read of the slide's image. */
-static sp_status estimate_both(sp_slide *slide, int64_t max_side, sp_stains *s,
-                               sp_reinhard_stats *r, sp_err *err) {
+/* Both estimates from one read of the slide's image. When the caller does not want the stains
+ * (`need_stains` false), a slide whose stains cannot be estimated still gets its Reinhard
+ * statistics, with *both false (and nothing cached). */
+static sp_status estimate_both(sp_slide *slide, int64_t max_side, bool need_stains, sp_stains *s,
+                               sp_reinhard_stats *r, bool *both, sp_err *err) {
+    *both = false;
     sp_overview img;
     sp_status st = sp_overview_read(slide, max_side, "stains", &img, err);
     if (st == SP_OK) {
@@ -216,7 +219,10 @@ static sp_status estimate_both(sp_slide *slide, int64_t max_side, sp_stains *s,
                             "too few tissue pixels (%lld) to estimate colour statistics from",
                             (long long)r->pixels);
         } else {
-            st = sp_stains_estimate_rgb(img.rgb, n, s, err);
+            sp_err stains_err = {0};
+            sp_status sst = sp_stains_estimate_rgb(img.rgb, n, s, need_stains ? err : &stains_err);
+            *both = sst == SP_OK;
+            st = need_stains ? sst : SP_OK;
         }
     }
     free(img.rgb);
@@ -252,8 +258,9 @@ static sp_status estimate_cached(sp_slide *slide, int64_t max_side, sp_stains *s
         free(text);
     }
     if (!hit) {
-        st = estimate_both(slide, max_side, &s, &r, err);
-        if (st == SP_OK && use) {
+        bool both = false;
+        st = estimate_both(slide, max_side, stains != NULL, &s, &r, &both, err);
+        if (st == SP_OK && both && use) {
             write_entry(dir, path, key, max_side, &s, &r);
         }
     }
