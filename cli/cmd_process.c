@@ -13,7 +13,7 @@
 #include "cli.h"
 
 static const char USAGE[] =
-    "slidepipe process SLIDE OUT.zarr --op grey|od|sobel|gaussian:SIGMA|macenko [--level L]\n"
+    "slidepipe process SLIDE OUT.zarr --op grey|od|sobel|gaussian:SIGMA|macenko|reinhard [--level L]\n"
     "         [--chunk N] [--codec zstd|blosc-lz4|blosc-zstd|gzip|none] [--codec-level L]\n"
     "         [--format ome-zarr-0.4|ome-zarr-0.5] [--threads N] [--in-flight N]\n"
     "         [--mode tiled|global] [--device cpu|cuda] [--dtype op|uint8] [--json]";

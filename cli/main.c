@@ -19,7 +19,7 @@ static const struct {
     {"convert", cmd_convert, "convert a slide into an OME-Zarr pyramid with a dataset hash"},
     {"verify", cmd_verify, "re-hash a converted store against its manifest and pixel hash"},
     {"hash", cmd_hash, "print the pixel hash of a slide or store (decoded pixels only)"},
-    {"process", cmd_process, "run an op (sobel, gaussian, od, grey, macenko) over a level into OME-Zarr"},
+    {"process", cmd_process, "run an op (sobel, gaussian, od, grey, macenko, reinhard) over a level into OME-Zarr"},
     {"gpu", cmd_gpu, "show the CUDA devices and GPU libraries slidepipe can use"},
     {"spectrum", cmd_spectrum, "log-magnitude spectral statistics of slides (histogram, mean, std)"},
     {"bench", cmd_bench, "bench read: how fast random regions (or a level) can be read"},

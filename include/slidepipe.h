@@ -1128,6 +1128,73 @@ SP_API sp_status sp_augment_geometry_batch(uint8_t *rgb, int64_t count, int64_t 
                                            int64_t height, const uint64_t *seeds,
                                            const sp_geometry_params *p, int threads);
 
+/* ---- Stains: Reinhard, stain augmentation, cached estimates ---- */
+
+/* Reinhard colour statistics (docs/stains.md): the mean and the standard deviation (population,
+ * as numpy.std) of CIELAB L*, a*, b* (D65, L* in [0, 100], as scikit-image's rgb2lab) over a set
+ * of pixels. Valid statistics have finite means with L* in [0, 100] and a*, b* in [-200, 200],
+ * and finite standard deviations in [1e-6, 200]. */
+typedef struct sp_reinhard_stats {
+    double mean[3], std[3];
+    int64_t pixels; /* pixels the statistics come from (0 for the reference) */
+} sp_reinhard_stats;
+
+/* The reference statistics Reinhard normalization maps to by default (docs/stains.md lists
+ * them). */
+SP_API void sp_reinhard_reference(sp_reinhard_stats *out);
+
+/* The statistics of `npixels` interleaved RGB8 pixels: of all of them when `tissue_only` is 0,
+ * else of those with some channel <= 219 (not background). SP_E_INVALID_ARG for NULL arguments
+ * or npixels < 0, SP_E_UNSUPPORTED when no pixel is counted; *out zeroed on error. Thread-safe
+ * (pure). */
+SP_API sp_status sp_reinhard_stats_compute(const uint8_t *rgb, int64_t npixels, int tissue_only,
+                                           sp_reinhard_stats *out);
+
+/* The statistics of the tissue pixels of `slide`'s image with longer side `max_side` (0 means
+ * 2048), read as sp_stains_estimate reads it. SP_E_UNSUPPORTED with a message when fewer than
+ * 1000 pixels are tissue. Thread-safe like a region read. */
+SP_API sp_status sp_reinhard_estimate(sp_slide *slide, int64_t max_side, sp_reinhard_stats *out,
+                                      char *err, size_t err_len);
+
+/* Reinhard normalization of `npixels` RGB8 pixels in place: each pixel to CIELAB, each channel
+ * (x - source.mean) / source.std * target.std + target.mean, back to sRGB, clipped and rounded
+ * (docs/stains.md). SP_E_INVALID_ARG (pixels untouched) for NULL arguments, npixels < 0 or
+ * invalid statistics. Thread-safe (pure). */
+SP_API sp_status sp_reinhard_normalize(const sp_reinhard_stats *source,
+                                       const sp_reinhard_stats *target, uint8_t *rgb,
+                                       int64_t npixels);
+
+/* Stain augmentation in the slide's own Macenko stain space (docs/stains.md): every pixel's
+ * haematoxylin and eosin concentrations under `slide_stains` are changed to c * alpha + beta,
+ * alpha in [1 - sigma, 1 + sigma] and beta in [-sigma, sigma] for each stain, drawn from `seed`
+ * (splitmix64, state seed ^ 0x737461696e617567, draws alpha_h, alpha_e, beta_h, beta_e), and the
+ * change is applied to the pixel's optical density, so what the stains do not explain is kept.
+ * `npixels` interleaved RGB8 pixels, in place. SP_E_INVALID_ARG (pixels untouched) for NULL
+ * arguments, npixels < 0, sigma outside [0, 1] or invalid stains. Thread-safe (pure). */
+SP_API sp_status sp_stains_augment(const sp_stains *slide_stains, uint8_t *rgb, int64_t npixels,
+                                   uint64_t seed, double sigma);
+
+/* sp_stains_augment over `count` patches of `patch_pixels` pixels each stored one after another,
+ * patch i with seeds[i], on up to `threads` threads (0 or less: one per core). The result does
+ * not depend on the thread count. Errors as sp_stains_augment, and SP_E_INVALID_ARG for
+ * count < 0, patch_pixels < 0 or NULL seeds; nothing is changed then. */
+SP_API sp_status sp_stains_augment_patches(const sp_stains *slide_stains, uint8_t *rgb,
+                                           int64_t count, int64_t patch_pixels,
+                                           const uint64_t *seeds, double sigma, int threads);
+
+/* sp_stains_estimate and sp_reinhard_estimate with a cache on disk keyed by the slide's identity
+ * (docs/stains.md): $XDG_CACHE_HOME/slidepipe/stains/KEY.json (or ~/.cache/...), KEY the SHA-256
+ * of the slide's pixel hash property when it has one, else of its absolute path, size and
+ * modification time, with max_side and the definitions' version. A valid entry is returned
+ * without reading the slide; a missing, unreadable or invalid one is recomputed and rewritten
+ * (atomically). The environment variable SLIDEPIPE_STAIN_CACHE=0 turns the cache off. Either
+ * output may be NULL, but not both; with `stains` NULL a slide whose stains cannot be estimated
+ * still gets its Reinhard statistics (not cached then). `*from_cache` (may be NULL) says whether the result was read
+ * from the cache. A failure to write the cache is not an error. Errors as the two estimates. */
+SP_API sp_status sp_stains_estimate_cached(sp_slide *slide, int64_t max_side, sp_stains *stains,
+                                           sp_reinhard_stats *reinhard, int *from_cache,
+                                           char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

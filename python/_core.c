@@ -691,6 +691,7 @@ PyMODINIT_FUNC PyInit__core(void) {
         PyModule_AddFunctions(m, augment_color_methods) != 0 ||
         PyModule_AddFunctions(m, qc_methods) != 0 ||
         PyModule_AddFunctions(m, geometry_methods) != 0 ||
+        PyModule_AddFunctions(m, stain_methods) != 0 ||
         add_store_constants(m) != 0 || PyModule_AddFunctions(m, loader_methods) != 0 ||
         add_loader_types(m) != 0 ||
         PyModule_AddObject(m, "Error", core_error) != 0 ||

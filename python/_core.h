@@ -60,4 +60,8 @@ extern PyMethodDef qc_methods[];
  * slidepipe/augment_geometry.py. */
 extern PyMethodDef geometry_methods[];
 
+/* Reinhard statistics and normalization, stain augmentation and cached estimates (_stains.c),
+ * behind slidepipe/stain_tools.py. */
+extern PyMethodDef stain_methods[];
+
 #endif

@@ -25,19 +25,21 @@ import threading
 import numpy as np
 
 from . import _core
-from . import loader, manifest, stores, train
+from . import loader, manifest, stain_tools, stores, train
 from .loader import BatchFormat, read_image, read_patches  # noqa: F401
 from .stores import VerifyResult, convert, process, verify  # noqa: F401
 from .labels import Annotations  # noqa: F401
 from .augment_color import Photometric, augment_photometric, photometric_draws  # noqa: F401
 from .qc import QC_DTYPE, QC_THRESHOLDS, qc_filter, tile_qc  # noqa: F401
 from .augment_geometry import Geometry, augment_geometry  # noqa: F401
+from .stain_tools import ReinhardStats, augment_stains, reinhard_normalize  # noqa: F401
 from .train import (TILE_DTYPE, PatchSampler, Stains, TissueMask, augment,  # noqa: F401
                     normalize_stains)
 
 __all__ = ["open", "Slide", "Level", "read_regions", "set_cache_capacity", "cache_stats",
            "SlidepipeError", "BatchError", "__version__", "BatchFormat", "read_image", "read_patches",
-           "Annotations", *stores.__all__, *train.__all__]
+           "Annotations", *stores.__all__, *train.__all__, "ReinhardStats", "reinhard_normalize",
+           "augment_stains"]
 
 __version__ = _core.version
 SlidepipeError = _core.Error
@@ -235,9 +237,17 @@ class Slide:
         mask = self.tissue_mask() if mask is None else mask
         return train.tissue_tiles(self._core, mask, level, size, stride, min_tissue)
 
-    def stains(self, max_side=2048):
-        """The slide's H&E Stains by Macenko's method, from its image `max_side` across."""
-        return train.Stains(*self._core.stains(int(max_side)))
+    def stains(self, max_side=2048, cache=True):
+        """The slide's H&E Stains by Macenko's method, from its image `max_side` across; with
+        `cache`, read from (or written to) the per-slide estimate cache (docs/stains.md)."""
+        if not cache:
+            return train.Stains(*self._core.stains(int(max_side)))
+        return stain_tools.estimate_stains(self._core, max_side, True)[0]
+
+    def reinhard_stats(self, max_side=2048, cache=True):
+        """The slide's ReinhardStats (CIELAB mean and std of its tissue pixels) from its image
+        `max_side` across, through the per-slide estimate cache unless `cache` is false."""
+        return stain_tools.estimate_stains(self._core, max_side, bool(cache), False)[1]
 
     def pixel_hash(self, threads=0):
         """The slide's pixel hash: 64 hex digits of a SHA-256 over its levels' decoded RGB8

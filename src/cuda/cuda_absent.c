@@ -10,6 +10,7 @@
 #include "cuda/cuda_host.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
+#include "cuda/cuda_stains.h"
 #include "cuda/cuda_testing.h"
 #include "cuda/cuda_tile_qc.h"
 #include "ops/augment_geometry.h"
@@ -106,6 +107,26 @@ sp_status sp_cuda_op_sobel(const sp_op_params *params, const sp_op_block *block,
 }
 
 sp_status sp_cuda_op_gaussian(const sp_op_params *params, const sp_op_block *block, void *stream) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_op_reinhard(const sp_op_params *params, const sp_op_block *block, void *stream) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_reinhard_normalize(const sp_reinhard_stats *source,
+                                     const sp_reinhard_stats *target, uint8_t *device_rgb,
+                                     int64_t n) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_stains_augment_patches(const sp_stains *stains, uint8_t *device_rgb,
+                                         int64_t count, int64_t patch_pixels, const uint64_t *seeds,
+                                         double sigma) {
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_upload_sync(void *device, const void *host, size_t bytes) {
     return SP_E_UNSUPPORTED;
 }
 

@@ -13,6 +13,7 @@ static const struct {
     {"od", sp_cuda_op_od},
     {"sobel", sp_cuda_op_sobel},
     {"gaussian", sp_cuda_op_gaussian},
+    {"reinhard", sp_cuda_op_reinhard},
 };
 
 sp_cuda_op_fn sp_cuda_op_kernel(const char *name) {

@@ -3,9 +3,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/http_source.h"
 
@@ -36,6 +39,7 @@ sp_path_info sp_path_look(const char *path) {
         info.size = sb.st_size > 0 ? (uint64_t)sb.st_size : 0;
         info.id[0] = (uint64_t)sb.st_dev;
         info.id[1] = (uint64_t)sb.st_ino;
+        info.mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + (int64_t)sb.st_mtim.tv_nsec;
     }
     return info;
 }
@@ -90,5 +94,79 @@ sp_status sp_path_list(const char *dir, size_t max, char ***out, size_t *count, 
     }
     *out = names;
     *count = n;
+    return SP_OK;
+}
+
+char *sp_path_absolute(const char *path) {
+    return path != NULL ? realpath(path, NULL) : NULL;
+}
+
+sp_status sp_path_make_dirs(const char *dir, sp_err *err) {
+    size_t n = dir != NULL ? strlen(dir) : 0;
+    if (n == 0 || n >= PATH_MAX) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "bad folder name");
+    }
+    char buf[PATH_MAX];
+    memcpy(buf, dir, n + 1);
+    /* Each prefix ending before a '/', then the whole; existing ones are fine. */
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && buf[i] != '/') {
+            continue;
+        }
+        char keep = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            int e = errno;
+            buf[i] = keep;
+            return sp_err_set(err, SP_E_IO, "cannot create the folder %s: %s", dir, strerror(e));
+        }
+        buf[i] = keep;
+    }
+    sp_path_info info = sp_path_look(dir);
+    return info.is_directory ? SP_OK : sp_err_set(err, SP_E_IO, "%s is not a folder", dir);
+}
+
+sp_status sp_path_read_small(const char *path, size_t max, char **out, size_t *len, sp_err *err) {
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return sp_err_set(err, errno == ENOENT ? SP_E_NOT_FOUND : SP_E_IO, "cannot open %s: %s",
+                          path, strerror(errno));
+    }
+    char *buf = malloc(max + 1);
+    size_t n = 0;
+    sp_status st =
+        buf != NULL ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
+    while (st == SP_OK) {
+        if (n == max) {
+            char extra;
+            ssize_t r = read(fd, &extra, 1);
+            if (r != 0) {
+                st = r > 0 ? sp_err_set(err, SP_E_LIMIT, "%s is larger than %zu bytes", path, max)
+                           : sp_err_set(err, SP_E_IO, "cannot read %s: %s", path, strerror(errno));
+            }
+            break;
+        }
+        ssize_t r = read(fd, buf + n, max - n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r < 0) {
+            st = sp_err_set(err, SP_E_IO, "cannot read %s: %s", path, strerror(errno));
+        } else if (r == 0) {
+            break;
+        } else {
+            n += (size_t)r;
+        }
+    }
+    close(fd);
+    if (st != SP_OK) {
+        free(buf);
+        return st;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
     return SP_OK;
 }

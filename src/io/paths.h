@@ -24,7 +24,8 @@ sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err);
 typedef struct sp_path_info {
     bool exists, is_file, is_directory;
     uint64_t size;
-    uint64_t id[2]; /* device and inode */
+    uint64_t id[2];   /* device and inode */
+    int64_t mtime_ns; /* last modification, nanoseconds since the epoch */
 } sp_path_info;
 
 sp_path_info sp_path_look(const char *path);
@@ -34,5 +35,16 @@ sp_path_info sp_path_look(const char *path);
  * it with sp_path_names_free) is NULL when *count is 0. */
 sp_status sp_path_list(const char *dir, size_t max, char ***names, size_t *count, sp_err *err);
 void sp_path_names_free(char **names, size_t count);
+
+/* The absolute, canonical form of local `path` (symbolic links resolved; malloc'd), or NULL
+ * when it does not exist or memory runs out. */
+char *sp_path_absolute(const char *path);
+
+/* Create folder `dir` and the folders above it that are missing (mode 0777 less the umask). */
+sp_status sp_path_make_dirs(const char *dir, sp_err *err);
+
+/* The whole of small local file `path` (at most `max` bytes, else SP_E_LIMIT), NUL-terminated
+ * (malloc'd, *len without the NUL). SP_E_NOT_FOUND when it does not exist, SP_E_IO otherwise. */
+sp_status sp_path_read_small(const char *path, size_t max, char **out, size_t *len, sp_err *err);
 
 #endif

@@ -42,6 +42,7 @@
 typedef struct sp_op_params {
     double sigma;             /* gaussian: the standard deviation in pixels */
     sp_stains source, target; /* macenko: the slide's stains and the ones to map them to */
+    sp_reinhard_stats colour_source, colour_target; /* reinhard: the slide's and the target's */
 } sp_op_params;
 
 /* One block of work. */
@@ -80,8 +81,9 @@ extern const sp_op sp_op_od;
 extern const sp_op sp_op_sobel;
 extern const sp_op sp_op_gaussian;
 extern const sp_op sp_op_macenko;
+extern const sp_op sp_op_reinhard;
 
-/* Find the op named by `spec` ("grey", "od", "sobel", "gaussian:SIGMA", "macenko") and parse its
+/* Find the op named by `spec` ("grey", "od", "sobel", "gaussian:SIGMA", "macenko", "reinhard") and parse its
  * parameters; SP_E_INVALID_ARG with a message naming the problem otherwise. */
 sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, sp_err *err);
 

@@ -7,14 +7,14 @@
 #include "ops/op.h"
 
 static const sp_op *const OPS[] = {&sp_op_grey, &sp_op_od, &sp_op_sobel, &sp_op_gaussian,
-                                   &sp_op_macenko};
+                                   &sp_op_macenko, &sp_op_reinhard};
 
 sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, sp_err *err) {
     *op = NULL;
     memset(params, 0, sizeof *params);
     if (spec == NULL || *spec == '\0') {
         return sp_err_set(err, SP_E_INVALID_ARG,
-                          "no op given (grey, od, sobel, gaussian:SIGMA, macenko)");
+                          "no op given (grey, od, sobel, gaussian:SIGMA, macenko, reinhard)");
     }
     const char *colon = strchr(spec, ':');
     size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -37,7 +37,7 @@ sp_status sp_op_parse(const char *spec, const sp_op **op, sp_op_params *params, 
         return SP_OK;
     }
     return sp_err_set(err, SP_E_INVALID_ARG,
-                      "unknown op '%.*s' (grey, od, sobel, gaussian:SIGMA, macenko)", (int)name_len,
+                      "unknown op '%.*s' (grey, od, sobel, gaussian:SIGMA, macenko, reinhard)", (int)name_len,
                       spec);
 }
 

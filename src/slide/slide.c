@@ -335,3 +335,7 @@ const char *sp_slide_file_name(const sp_slide *slide) {
     const char *slash = strrchr(name, '/');
     return slash ? slash + 1 : name;
 }
+
+const char *sp_slide_source_path(const sp_slide *slide) {
+    return slide->src != NULL ? sp_source_name(slide->src) : NULL;
+}

@@ -49,4 +49,7 @@ double sp_slide_mpp_property(const sp_slide *slide, const char *key);
 /* The slide's file name without folders, or NULL when the slide has no file. */
 const char *sp_slide_file_name(const sp_slide *slide);
 
+/* The path or URL the slide was opened from, or NULL when the slide has no file. */
+const char *sp_slide_source_path(const sp_slide *slide);
+
 #endif

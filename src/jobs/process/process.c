@@ -179,6 +179,19 @@ static cJSON *stains_json(const sp_stains *st) {
     return o;
 }
 
+static cJSON *reinhard_json(const sp_reinhard_stats *st) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *mean = cJSON_AddArrayToObject(o, "mean"), *sd = cJSON_AddArrayToObject(o, "std");
+    for (int k = 0; k < 3; k++) {
+        cJSON_AddItemToArray(mean, exact_number(st->mean[k]));
+        cJSON_AddItemToArray(sd, exact_number(st->std[k]));
+    }
+    if (st->pixels > 0) {
+        cJSON_AddNumberToObject(o, "pixels", (double)st->pixels);
+    }
+    return o;
+}
+
 /* The op and its source; *ok becomes false when a string could not be added (out of memory). */
 static cJSON *slidepipe_json(const process_ctx *p, bool *ok) {
     cJSON *sp = cJSON_CreateObject();
@@ -200,6 +213,14 @@ static cJSON *slidepipe_json(const process_ctx *p, bool *ok) {
         cJSON_AddItemToObject(params, "source", stains_json(&p->params.source));
         cJSON_AddItemToObject(params, "target", stains_json(&p->params.target));
         cJSON_AddNumberToObject(params, "max_side", SP_OVERVIEW_DEFAULT_SIDE);
+        cJSON_AddStringToObject(params, "definition", "docs/stains.md");
+    }
+    if (p->op == &sp_op_reinhard) {
+        cJSON *params = cJSON_AddObjectToObject(op, "parameters");
+        cJSON_AddItemToObject(params, "source", reinhard_json(&p->params.colour_source));
+        cJSON_AddItemToObject(params, "target", reinhard_json(&p->params.colour_target));
+        cJSON_AddNumberToObject(params, "max_side", SP_OVERVIEW_DEFAULT_SIDE);
+        cJSON_AddStringToObject(params, "colour_space", "CIELAB D65 (scikit-image rgb2lab)");
         cJSON_AddStringToObject(params, "definition", "docs/stains.md");
     }
     cJSON_AddNumberToObject(op, "halo", p->op->halo(&p->params));
