@@ -779,11 +779,14 @@ typedef struct sp_patch_request {
     uint64_t seed;
 } sp_patch_request;
 
-/* What a loader does to every patch, in this order: read size x size RGB8 pixels; when
- * `source_stains` is not NULL, normalize them from source_stains[slide] to `target`
- * (sp_stains_normalize); with `geometry`, resample them once through the patch's crop, affine and
- * elastic map (sp_augment_geometry); flip and HED-jitter them (`dihedral`, `hed_sigma`:
- * sp_augment_patch) when either is on; with `photometric`, colour-jitter, blur and add noise
+/* What a loader does to every patch, in this order: read size x size RGB8 pixels; normalize
+ * their stains (`normalize`: SP_NORMALIZE_MACENKO from source_stains[slide] to `target`,
+ * sp_stains_normalize; SP_NORMALIZE_REINHARD from source_reinhard[slide] to *reinhard_target,
+ * sp_reinhard_normalize); with `geometry`, resample them once through the patch's crop, affine
+ * and elastic map (sp_augment_geometry); flip and HED-jitter them (`dihedral`, `hed_sigma`:
+ * sp_augment_patch) when either is on; with `stain_sigma` > 0, augment their stains
+ * (sp_stains_augment) in the target's stains once Macenko-normalized, else in
+ * source_stains[slide]; with `photometric`, colour-jitter, blur and add noise
  * (sp_augment_photometric); write them into the batch in `format`. Every step draws from the
  * request's seed on a stream of its own. Batches hold `batch_size` consecutive requests (the
  * last one fewer). `prefetch` batches (at least 1) are kept ready ahead of the consumer, made
@@ -795,6 +798,12 @@ typedef struct sp_patch_request {
  * With `cuda` nonzero each batch is made in page-locked host memory and copied to memory of CUDA
  * device `cuda_device` before it is handed over (sp_batch.device says where it is). Set
  * struct_size to sizeof(sp_loader_config). */
+typedef enum sp_normalizer {
+    SP_NORMALIZE_NONE = 0,
+    SP_NORMALIZE_MACENKO = 1,
+    SP_NORMALIZE_REINHARD = 2,
+} sp_normalizer;
+
 typedef struct sp_loader_config {
     size_t struct_size;
     int64_t size;
@@ -802,15 +811,20 @@ typedef struct sp_loader_config {
     sp_batch_format format;
     int dihedral;
     double hed_sigma;
-    const sp_stains *source_stains; /* one per slide, or NULL; copied at creation */
+    sp_normalizer normalize;
+    const sp_stains *source_stains; /* one per slide (Macenko, stain augmentation) or NULL */
     sp_stains target;
+    const struct sp_reinhard_stats *source_reinhard; /* one per slide (Reinhard) or NULL */
+    const struct sp_reinhard_stats *reinhard_target;
+    double stain_sigma;
     int prefetch;
     int threads;
     int pinned;
     int numa_place, numa_node;
     int cuda, cuda_device;
-    const struct sp_geometry_params *geometry;       /* NULL: none; copied at creation */
-    const struct sp_photometric_params *photometric; /* NULL: none; copied at creation */
+    const struct sp_geometry_params *geometry;       /* NULL: none */
+    const struct sp_photometric_params *photometric; /* NULL: none */
+    /* Everything pointed at is copied at creation. */
 } sp_loader_config;
 
 typedef struct sp_loader sp_loader;

@@ -31,6 +31,9 @@ int get_out_buffer(PyObject *obj, Py_buffer *view, int64_t need);
 /* Geometry parameters from Geometry._tuple() (0, or -1 with an exception set) and photometric
  * ones from Photometric.as_tuple() (nonzero on success); _augment_geometry.c, _augment_color.c. */
 int parse_geometry_params(PyObject *t, sp_geometry_params *p);
+
+/* Reinhard statistics from ReinhardStats._tuple(); nonzero on success (_stains.c). */
+int parse_reinhard(PyObject *obj, sp_reinhard_stats *r);
 int parse_photometric_params(PyObject *obj, sp_photometric_params *p);
 
 /* Stains from the tuple ((h0, h1, h2), (e0, e1, e2), max_h, max_e); nonzero on success. */

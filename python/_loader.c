@@ -18,66 +18,102 @@
 /* ---- configuration shared by Loader and patches_read --------------------------------------- */
 
 /* The config tuple the package builds (slidepipe/loader.py, _config): (size, batch_size, dtype,
- * layout, mean, std, dihedral, hed_sigma, stains or None, target, prefetch, threads, pinned,
- * NUMA node or -1, CUDA device or -1, geometry tuple or None, photometric tuple or None). */
+ * layout, mean, std, dihedral, hed_sigma, Macenko stains per slide or None, their target or
+ * None, prefetch, threads, pinned, NUMA node or -1, CUDA device or -1, geometry tuple or None,
+ * photometric tuple or None, normalizer (sp_normalizer), Reinhard statistics per slide or None,
+ * their target or None, stain_sigma). */
 typedef struct config {
     sp_loader_config c;
-    sp_stains *stains;
+    sp_stains *stains, target;
+    sp_reinhard_stats *reinhard, reinhard_target;
     sp_geometry_params geometry;
     sp_photometric_params photometric;
 } config;
 
+/* n items of `seq` (one per slide) parsed by `parse` into a new array of `size`-byte items
+ * (PyMem_Free it); NULL with an exception set on failure. */
+static void *parse_each(PyObject *seq, size_t n, size_t size, int (*parse)(PyObject *, void *),
+                        const char *what) {
+    if (!PySequence_Check(seq) || PySequence_Size(seq) != (Py_ssize_t)n) {
+        PyErr_Format(PyExc_ValueError, "%s: one per slide", what);
+        return NULL;
+    }
+    char *out = PyMem_Calloc(n ? n : 1, size);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_GetItem(seq, (Py_ssize_t)i);
+        int ok = item != NULL && parse(item, out + i * size);
+        Py_XDECREF(item);
+        if (!ok) {
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static int parse_stains_item(PyObject *obj, void *out) {
+    return parse_stains(obj, out);
+}
+
+static int parse_reinhard_item(PyObject *obj, void *out) {
+    return parse_reinhard(obj, out);
+}
+
 static int parse_config(PyObject *tuple, size_t n_slides, config *out) {
-    PyObject *stains_obj, *target_obj, *geometry_obj, *photometric_obj;
+    PyObject *stains_obj, *target_obj, *geometry_obj, *photometric_obj, *reinhard_obj,
+        *reinhard_target_obj;
     sp_loader_config *c = &out->c;
     memset(out, 0, sizeof *out);
     c->struct_size = sizeof *c;
-    int dtype, layout, numa, cuda;
-    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipiiOO", &c->size, &c->batch_size, &dtype,
-                          &layout, &c->format.mean[0], &c->format.mean[1], &c->format.mean[2],
-                          &c->format.std[0], &c->format.std[1], &c->format.std[2], &c->dihedral,
-                          &c->hed_sigma, &stains_obj, &target_obj, &c->prefetch, &c->threads,
-                          &c->pinned, &numa, &cuda, &geometry_obj, &photometric_obj)) {
+    int dtype, layout, numa, cuda, normalize;
+    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipiiOOiOOd", &c->size, &c->batch_size,
+                          &dtype, &layout, &c->format.mean[0], &c->format.mean[1],
+                          &c->format.mean[2], &c->format.std[0], &c->format.std[1],
+                          &c->format.std[2], &c->dihedral, &c->hed_sigma, &stains_obj,
+                          &target_obj, &c->prefetch, &c->threads, &c->pinned, &numa, &cuda,
+                          &geometry_obj, &photometric_obj, &normalize, &reinhard_obj,
+                          &reinhard_target_obj, &c->stain_sigma)) {
         return -1;
     }
-    if (geometry_obj != Py_None) {
-        if (parse_geometry_params(geometry_obj, &out->geometry) != 0) {
-            return -1;
-        }
-        c->geometry = &out->geometry;
-    }
-    if (photometric_obj != Py_None) {
-        if (!parse_photometric_params(photometric_obj, &out->photometric)) {
-            return -1;
-        }
-        c->photometric = &out->photometric;
-    }
+    c->format.dtype = (sp_batch_dtype)dtype;
+    c->format.layout = (sp_batch_layout)layout;
+    c->normalize = (sp_normalizer)normalize;
     c->numa_place = numa >= 0;
     c->numa_node = numa;
     c->cuda = cuda >= 0;
     c->cuda_device = cuda;
-    c->format.dtype = (sp_batch_dtype)dtype;
-    c->format.layout = (sp_batch_layout)layout;
-    if (stains_obj == Py_None) {
-        return 0;
-    }
-    if (!PySequence_Check(stains_obj) || PySequence_Size(stains_obj) != (Py_ssize_t)n_slides) {
-        PyErr_SetString(PyExc_ValueError, "stains: one per slide");
+    if ((geometry_obj != Py_None && parse_geometry_params(geometry_obj, &out->geometry) != 0) ||
+        (photometric_obj != Py_None &&
+         !parse_photometric_params(photometric_obj, &out->photometric)) ||
+        (target_obj != Py_None && !parse_stains(target_obj, &out->target)) ||
+        (reinhard_target_obj != Py_None &&
+         !parse_reinhard(reinhard_target_obj, &out->reinhard_target))) {
         return -1;
     }
-    out->stains = PyMem_Calloc(n_slides ? n_slides : 1, sizeof *out->stains);
-    if (out->stains == NULL || !parse_stains(target_obj, &c->target)) {
-        return -1;
-    }
-    for (size_t i = 0; i < n_slides; i++) {
-        PyObject *item = PySequence_GetItem(stains_obj, (Py_ssize_t)i);
-        int ok = item != NULL && parse_stains(item, &out->stains[i]);
-        Py_XDECREF(item);
-        if (!ok) {
+    c->geometry = geometry_obj != Py_None ? &out->geometry : NULL;
+    c->photometric = photometric_obj != Py_None ? &out->photometric : NULL;
+    c->target = out->target;
+    c->reinhard_target = reinhard_target_obj != Py_None ? &out->reinhard_target : NULL;
+    if (stains_obj != Py_None) {
+        out->stains =
+            parse_each(stains_obj, n_slides, sizeof(sp_stains), parse_stains_item, "stains");
+        if (out->stains == NULL) {
             return -1;
         }
+        c->source_stains = out->stains;
     }
-    c->source_stains = out->stains;
+    if (reinhard_obj != Py_None) {
+        out->reinhard = parse_each(reinhard_obj, n_slides, sizeof(sp_reinhard_stats),
+                                   parse_reinhard_item, "reinhard");
+        if (out->reinhard == NULL) {
+            return -1;
+        }
+        c->source_reinhard = out->reinhard;
+    }
     return 0;
 }
 
@@ -387,6 +423,8 @@ static int loader_init(core_loader *self, PyObject *args, PyObject *kwds) {
     self->config.source_stains = NULL; /* the loader has its own copies */
     self->config.geometry = NULL;
     self->config.photometric = NULL;
+    self->config.source_reinhard = NULL;
+    self->config.reinhard_target = NULL;
     self->group = group;
     self->slides = slides;
     slides = NULL;
@@ -398,6 +436,7 @@ done:
     Py_XDECREF(slides);
     PyMem_Free(arr);
     PyMem_Free(cfg.stains);
+    PyMem_Free(cfg.reinhard);
     return rc;
 }
 
@@ -504,6 +543,7 @@ done:
     PyMem_Free(statuses);
     PyMem_Free(arr);
     PyMem_Free(cfg.stains);
+    PyMem_Free(cfg.reinhard);
     return result;
 }
 

@@ -8,7 +8,7 @@ static PyObject *reinhard_tuple(const sp_reinhard_stats *r) {
                          r->std[2], (long long)r->pixels);
 }
 
-static int parse_reinhard(PyObject *obj, sp_reinhard_stats *r) {
+int parse_reinhard(PyObject *obj, sp_reinhard_stats *r) {
     long long pixels = 0;
     int ok = PyArg_ParseTuple(obj, "(ddd)(ddd)|L", &r->mean[0], &r->mean[1], &r->mean[2],
                               &r->std[0], &r->std[1], &r->std[2], &pixels);

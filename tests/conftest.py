@@ -15,6 +15,7 @@ modules need no imports from this file.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import math
@@ -26,6 +27,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+# The per-slide stain estimate cache (docs/stains.md) of this run goes to a folder of its own,
+# removed at exit, never the user's ~/.cache; the commands the tests start inherit it.
+_CACHE_HOME = tempfile.mkdtemp(prefix="slidepipe-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
+atexit.register(shutil.rmtree, _CACHE_HOME, True)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BIN = REPO_ROOT / "build" / "slidepipe"

@@ -95,18 +95,51 @@ def cuda_device(device):
     return int(text[5:]) if text.startswith("cuda:") else int(device)
 
 
-def _config(fmt, size, batch_size, *, dihedral, hed_sigma, stains, target, prefetch, threads,
-            pinned, numa=None, device=None, geometry=None, photometric=None):
+_NORMALIZERS = {None: 0, "macenko": 1, "reinhard": 2}
+
+
+def _steps(*, dihedral=False, hed_sigma=0.0, normalize=None, stains=None, target=None,
+           reinhard=None, reinhard_target=None, stain_sigma=0.0, geometry=None,
+           photometric=None):
+    """What is done to every patch (docs/train.md: read, normalize, geometry, flips and HED
+    jitter, stain augmentation, photometric), as the parts of the config tuple. `normalize` is
+    "macenko" (per-slide `stains` to `target`, default Stains.reference()), "reinhard" (per-slide
+    `reinhard` statistics to `reinhard_target`, default ReinhardStats.reference()) or None;
+    given only `stains`, it is "macenko". `stain_sigma` augments the stains (per-slide `stains`
+    needed)."""
+    if normalize is None and stains is not None and not stain_sigma:
+        normalize = "macenko"
+    if normalize not in _NORMALIZERS:
+        raise ValueError(f"normalize must be 'macenko', 'reinhard' or None, not {normalize!r}")
+    if not 0.0 <= float(hed_sigma) <= 1.0 or not 0.0 <= float(stain_sigma) <= 1.0:
+        raise ValueError("hed_sigma and stain_sigma must lie in [0, 1]")
+    if normalize == "macenko" and target is None:
+        from .train import Stains
+        target = Stains.reference()
+    if normalize == "reinhard" and reinhard_target is None:
+        from .stain_tools import ReinhardStats
+        reinhard_target = ReinhardStats.reference()
+    return dict(
+        dihedral=bool(dihedral), hed_sigma=float(hed_sigma),
+        stains=None if stains is None else [x._tuple() for x in stains],
+        target=None if target is None else target._tuple(),
+        geometry=None if geometry is None else geometry._tuple(),
+        photometric=None if photometric is None else photometric.as_tuple(),
+        normalize=_NORMALIZERS[normalize],
+        reinhard=None if reinhard is None else [x._tuple() for x in reinhard],
+        reinhard_target=None if reinhard_target is None else reinhard_target._tuple(),
+        stain_sigma=float(stain_sigma))
+
+
+def _config(fmt, size, batch_size, *, prefetch=1, threads=0, pinned=False, numa=None,
+            device=None, **steps):
     """The tuple _core.Loader and _core.patches_read take (python/_loader.c, parse_config)."""
-    if not 0.0 <= float(hed_sigma) <= 1.0:
-        raise ValueError("hed_sigma must lie in [0, 1]")
+    t = _steps(**steps)
     return (int(size), int(batch_size), _DTYPES[fmt.dtype][0], _LAYOUTS[fmt.layout], fmt.mean,
-            fmt.std, bool(dihedral), float(hed_sigma),
-            None if stains is None else [s._tuple() for s in stains],
-            None if target is None else target._tuple(), int(prefetch), int(threads),
-            bool(pinned), numa_node(numa), cuda_device(device),
-            None if geometry is None else geometry._tuple(),
-            None if photometric is None else photometric.as_tuple())
+            fmt.std, t["dihedral"], t["hed_sigma"], t["stains"], t["target"], int(prefetch),
+            int(threads), bool(pinned), numa_node(numa), cuda_device(device), t["geometry"],
+            t["photometric"], t["normalize"], t["reinhard"], t["reinhard_target"],
+            t["stain_sigma"])
 
 
 def _requests(requests):
@@ -152,10 +185,10 @@ class Batch:
 
 class Loader:
     """Batches of `batch_size` consecutive requests, made `prefetch` ahead on `threads` threads
-    (0: one per core) while the caller uses the current one; each patch read, normalized from
-    its slide's `stains` to `target` (both slidepipe.Stains; None: not normalized), augmented
-    from its request's seed (`geometry`: a slidepipe.Geometry, one resampling; `dihedral` and
-    `hed_sigma`; `photometric`: a slidepipe.Photometric) and written in `fmt`. With `pinned`, batch
+    (0: one per core) while the caller uses the current one; each patch read, normalized and
+    augmented from its request's seed as `steps` say (`normalize`, `stains`, `target`,
+    `reinhard`, `reinhard_target`, `geometry`, `dihedral`, `hed_sigma`, `stain_sigma`,
+    `photometric`: _steps has them) and written in `fmt`. With `pinned`, batch
     memory is page-locked where a CUDA device is present (``stats()["pinned"]`` says whether it
     was). `numa` (a node, "auto": the GPU's, or None) runs the loader's threads on that NUMA
     node where the machine has several, so the batches are written into its memory
@@ -166,19 +199,13 @@ class Loader:
     Iterating yields Batch objects until the requests are used up. Memory: at most prefetch + 1
     batches held by the loader, and those the caller keeps."""
 
-    def __init__(self, slides, requests, fmt, *, size, batch_size, dihedral=False,
-                 hed_sigma=0.0, stains=None, target=None, prefetch=2, threads=0, pinned=False,
-                 numa="auto", device=None, geometry=None, photometric=None, group=1):
+    def __init__(self, slides, requests, fmt, *, size, batch_size, prefetch=2, threads=0,
+                 pinned=False, numa="auto", device=None, group=1, **steps):
         from . import Slide  # the package imports this module first
 
-        if stains is not None and target is None:
-            from .train import Stains
-            target = Stains.reference()
         cores = [s._core if isinstance(s, Slide) else s for s in slides]
-        config = _config(fmt, size, batch_size, dihedral=dihedral, hed_sigma=hed_sigma,
-                         stains=stains, target=target, prefetch=prefetch, threads=threads,
-                         pinned=pinned, numa=numa, device=device, geometry=geometry,
-                         photometric=photometric)
+        config = _config(fmt, size, batch_size, prefetch=prefetch, threads=threads,
+                         pinned=pinned, numa=numa, device=device, **steps)
         self.format, self.size, self.group = fmt, int(size), int(group)
         self._core = _core.Loader(cores, _requests(requests), config, self.group)
 
@@ -218,15 +245,11 @@ class Loader:
             pass
 
 
-def read_patches(slides, requests, fmt, *, size, dihedral=False, hed_sigma=0.0, stains=None,
-                 target=None, geometry=None, photometric=None, threads=0, out=None):
+def read_patches(slides, requests, fmt, *, size, threads=0, out=None, **steps):
     """The Loader's work for `requests` done now into one array (n, ...) of `fmt`: returns
-    (array, statuses). The same pixels a Loader makes for the same requests."""
+    (array, statuses). The same pixels a Loader makes for the same requests and `steps`."""
     from . import Slide
 
-    if stains is not None and target is None:
-        from .train import Stains
-        target = Stains.reference()
     reqs = _requests(requests)
     shape = fmt.shape(len(reqs), int(size))
     if out is None:
@@ -234,9 +257,7 @@ def read_patches(slides, requests, fmt, *, size, dihedral=False, hed_sigma=0.0, 
     elif out.shape != shape or out.dtype != fmt.numpy_dtype or not out.flags.c_contiguous:
         raise ValueError(f"out must be a C-contiguous {fmt.dtype} array of shape {shape}")
     cores = [s._core if isinstance(s, Slide) else s for s in slides]
-    config = _config(fmt, size, max(1, len(reqs)), dihedral=dihedral, hed_sigma=hed_sigma,
-                     stains=stains, target=target, prefetch=1, threads=threads, pinned=False,
-                     geometry=geometry, photometric=photometric)
+    config = _config(fmt, size, max(1, len(reqs)), threads=threads, **steps)
     statuses = _core.patches_read(cores, reqs, config, out)
     return out, np.asarray(statuses, dtype=np.int32)
 

@@ -132,6 +132,10 @@ def sampler_from_manifest(cls, manifest, run_options):
     target = settings.pop("target")
     if target is not None:
         settings["target"] = Stains(*target)
+    reinhard_target = settings.pop("reinhard_target", None)
+    if reinhard_target is not None:
+        from .stain_tools import ReinhardStats
+        settings["reinhard_target"] = ReinhardStats(*reinhard_target)
     for key, params in (("geometry", Geometry), ("photometric", Photometric)):
         if settings.get(key) is not None:
             settings[key] = params(**{k: tuple(v) if isinstance(v, list) else v

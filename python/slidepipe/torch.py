@@ -107,9 +107,8 @@ class PatchDataset(tud.Dataset):
             raise IndexError(index)
         tiles = s.tiles[index:index + 1]
         reqs = s.requests(tiles, np.array([self.seed_of(index)], dtype=np.uint64))
-        out, statuses = read_patches(s.slides, reqs, s.format, size=s.size,
-                                     dihedral=s.dihedral, hed_sigma=s.hed_sigma,
-                                     stains=s.stains, target=s.target, threads=1)
+        out, statuses = read_patches(s.slides, reqs, s.format, size=s.size, threads=1,
+                                     **s.steps())
         if statuses.any():
             path = s.slides[int(tiles["slide"][0])].path
             raise RuntimeError(f"{path}: the patch at ({int(tiles['x'][0])}, "

@@ -134,10 +134,12 @@ class PatchSampler:
     `batch_size` (the last one smaller unless drop_last). With `world_size` > 1, rank `rank`
     takes every world_size-th sample of that order (RANK and WORLD_SIZE, or Slurm's, are read
     when not given), so the ranks together see each sample once. Batches are made `prefetch`
-    ahead by the library on `threads` threads (0: every core): read, stain-normalized with
-    normalize=True from each slide's stains (estimated once) to `target`, augmented with a seed
-    drawn for the sample (`geometry`, a slidepipe.Geometry: crop, affine and elastic in one
-    resampling; `dihedral` flips and turns; HED jitter `hed_sigma`; `photometric`, a
+    ahead by the library on `threads` threads (0: every core): read, stain-normalized
+    (`normalize`: True or "macenko" from each slide's Macenko stains to `target`, "reinhard"
+    from its LAB statistics to `reinhard_target`; estimated once per slide, and cached),
+    augmented with a seed drawn for the sample (`geometry`, a slidepipe.Geometry: crop, affine
+    and elastic in one resampling; `dihedral` flips and turns; HED jitter `hed_sigma`; stain
+    augmentation `stain_sigma` in the Macenko stain space; `photometric`, a
     slidepipe.Photometric: colour jitter, blur, noise), and written as
     `dtype` (uint8, float16, float32) in `layout` (NHWC or NCHW), floats normalized by
     `mean`/`std`; `pinned` page-locks batch memory where a GPU is present, and `numa` ("auto":
@@ -163,7 +165,8 @@ class PatchSampler:
 
     def __init__(self, slides, size, *, level=0, mpp=None, magnification=None, context=None,
                  batch_size=64, min_tissue=0.5, stride=None, seed=0, dihedral=True,
-                 hed_sigma=0.0, normalize=False, target=None, threads=0, mask_side=2048,
+                 hed_sigma=0.0, normalize=False, target=None, reinhard_target=None,
+                 stain_sigma=0.0, threads=0, mask_side=2048,
                  drop_last=False, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0),
                  std=(1.0, 1.0, 1.0), prefetch=2, pinned=False, rank=None, world_size=None,
                  on_error="raise", annotations=None, label_rule="centre", classes=None,
@@ -176,9 +179,12 @@ class PatchSampler:
             context=None if context is None else [float(m) for m in context],
             batch_size=int(batch_size), min_tissue=float(min_tissue),
             stride=None if stride is None else int(stride), seed=int(seed),
-            dihedral=bool(dihedral), hed_sigma=float(hed_sigma), normalize=bool(normalize),
+            dihedral=bool(dihedral), hed_sigma=float(hed_sigma),
+            normalize=_normalizer(normalize), stain_sigma=float(stain_sigma),
             target=None if target is None else [list(target.h), list(target.e), target.max_h,
                                                 target.max_e],
+            reinhard_target=None if reinhard_target is None else [list(reinhard_target.mean),
+                                                                  list(reinhard_target.std)],
             mask_side=int(mask_side), drop_last=bool(drop_last), dtype=str(dtype),
             layout=str(layout), mean=[float(v) for v in mean], std=[float(v) for v in std],
             label_rule=label_rule, classes=None if classes is None else list(classes),
@@ -211,10 +217,11 @@ class PatchSampler:
         slides = list(slides)
         if annotations is not None and len(annotations) != len(slides):
             raise ValueError("annotations: one per slide (None for a slide without)")
-        self._owned, self.slides, self.downsamples, parts, stains = [], [], [], [], []
+        self.normalize, self.stain_sigma = _normalizer(normalize), float(stain_sigma)
+        self._owned, self.slides, self.downsamples, parts, stains, reinhard = [], [], [], [], [], []
         for i, s in enumerate(slides):
             ann = None if annotations is None else annotations[i]
-            self._add_slide(s, ann, stride, min_tissue, mask_side, normalize, parts, stains)
+            self._add_slide(s, ann, stride, min_tissue, mask_side, parts, stains, reinhard)
         self.tiles = np.concatenate(parts) if parts else np.zeros(0, dtype=TILE_DTYPE)
         if classes is not None:
             unknown = sorted(set(classes) - set(self.classes))
@@ -231,11 +238,23 @@ class PatchSampler:
             raise ValueError(f"no {self.size}x{self.size} tile at {where} holds {min_tissue:g} "
                              f"tissue in any of the slides" +
                              (f" ({len(self.skipped)} skipped)" if self.skipped else ""))
-        self.target = (target or Stains.reference()) if normalize else None
-        self.stains = stains if normalize else None
+        self.target = (target or Stains.reference()) if self.normalize == "macenko" else None
+        self.reinhard_target = reinhard_target
+        self.stains = stains if self._needs_stains() else None
+        self.reinhard = reinhard if self.normalize == "reinhard" else None
         self._epoch = 0
 
-    def _add_slide(self, s, ann, stride, min_tissue, mask_side, normalize, parts, stains):
+    def _needs_stains(self):
+        return self.normalize == "macenko" or self.stain_sigma > 0
+
+    def steps(self):
+        """What the loader does to every patch (slidepipe.loader._steps)."""
+        return dict(dihedral=self.dihedral, hed_sigma=self.hed_sigma, normalize=self.normalize,
+                    stains=self.stains, target=self.target, reinhard=self.reinhard,
+                    reinhard_target=self.reinhard_target, stain_sigma=self.stain_sigma,
+                    geometry=self.geometry, photometric=self.photometric)
+
+    def _add_slide(self, s, ann, stride, min_tissue, mask_side, parts, stains, reinhard):
         """Open (if a path), resolve the resolution, find tiles, labels and stains of one slide;
         on failure raise or, with on_error="skip", note it in skipped."""
         from . import Slide  # the package imports this module first
@@ -253,7 +272,9 @@ class PatchSampler:
             if ann is not None:
                 class_map = self._class_map(ann)
                 t["label"] = class_map[self._labels_of(ann, t, downsample, mask, s)]
-            st = s.stains(mask_side) if normalize and len(t) else None
+            st = s.stains(mask_side) if self._needs_stains() and len(t) else None
+            rs = s.reinhard_stats(mask_side) if self.normalize == "reinhard" and len(t) \
+                else None
         except (_core.Error, ValueError, OSError) as e:
             if opened is not None:
                 opened.close()
@@ -270,6 +291,7 @@ class PatchSampler:
         self.downsamples.append(downsample)
         parts.append(t)
         stains.append(st)
+        reinhard.append(rs)
 
     def _downsample_of(self, s):
         """Level-0 pixels per patch pixel on slide s: None for a level grid."""
@@ -417,11 +439,9 @@ class PatchSampler:
         tiles, seeds = tiles[picks], seeds[picks]
         reqs = self.requests(tiles, seeds)
         loader = Loader(self.slides, reqs, self.format, size=self.size,
-                        batch_size=b * self.group, dihedral=self.dihedral,
-                        hed_sigma=self.hed_sigma, stains=self.stains, target=self.target,
-                        prefetch=self.prefetch, threads=self.threads, pinned=self.pinned,
-                        numa=self.numa, device=self.device, geometry=self.geometry,
-                        photometric=self.photometric, group=self.group)
+                        batch_size=b * self.group, prefetch=self.prefetch, threads=self.threads,
+                        pinned=self.pinned, numa=self.numa, device=self.device,
+                        group=self.group, **self.steps())
         self.last_loader = loader
         try:
             for batch in loader:
@@ -499,6 +519,16 @@ class PatchSampler:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _normalizer(normalize):
+    """normalize as given to PatchSampler: True or "macenko", "reinhard", False or None."""
+    value = {True: "macenko", False: None}.get(normalize, normalize) \
+        if isinstance(normalize, bool) or normalize is None else normalize
+    if value not in (None, "macenko", "reinhard"):
+        raise ValueError(f"normalize must be True, 'macenko', 'reinhard' or False, not "
+                         f"{normalize!r}")
+    return value
 
 
 def dihedral_index(seed):

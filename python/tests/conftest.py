@@ -6,12 +6,22 @@ build's extension. A build without the extension is a failure, not a skip: the b
 of `make`. The shared test data missing skips the data tests with the reason.
 """
 
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
 import pytest
+
+# The per-slide stain estimate cache (docs/stains.md) of this run goes to a folder of its own,
+# removed at exit, never the user's ~/.cache; the commands the tests start inherit it.
+_CACHE_HOME = tempfile.mkdtemp(prefix="slidepipe-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
+atexit.register(shutil.rmtree, _CACHE_HOME, True)
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("SLIDEPIPE_BIN", REPO_ROOT / "build" / "slidepipe"))

@@ -557,3 +557,32 @@ def test_a_sampler_with_every_augmentation_repeats_from_its_manifest(testdata, t
         assert again.geometry == GEOMETRY and again.photometric == PHOTOMETRIC
     assert len(got) == len(want) > 2
     assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(got, want))
+
+
+@pytest.mark.parametrize("normalize", ["macenko", "reinhard", None])
+def test_normalizers_and_stain_augmentation_in_the_loader(small, normalize):
+    reqs = requests(6, seed=9)
+    stains, stats = small.stains(512), small.reinhard_stats(512)
+    got, st = read_patches([small], reqs, BatchFormat(), size=64, normalize=normalize,
+                           stains=[stains], reinhard=[stats], stain_sigma=0.1, dihedral=True)
+    assert not st.any()
+    want, _ = read_patches([small], reqs, BatchFormat(), size=64)
+    if normalize == "macenko":
+        slidepipe.normalize_stains(want, stains)
+    elif normalize == "reinhard":
+        slidepipe.reinhard_normalize(want, stats)
+    slidepipe.augment(want, reqs["seed"], dihedral=True)
+    # augmented in the target's stains once Macenko-normalized, else in the slide's own
+    space = slidepipe.Stains.reference() if normalize == "macenko" else stains
+    slidepipe.augment_stains(want, space, reqs["seed"], 0.1)
+    assert np.array_equal(got, want)
+
+
+def test_a_reinhard_sampler_equals_reads_normalized_one_by_one(testdata):
+    with slidepipe.PatchSampler([testdata / SMALL], 64, batch_size=8, min_tissue=0.3,
+                                mask_side=512, normalize="reinhard", dihedral=False) as s:
+        patches, tiles = next(iter(s))
+        stats = s.slides[0].reinhard_stats(512)
+        for patch, t in zip(patches, tiles):
+            want = s.slides[0].read_region((int(t["x"]), int(t["y"])), 0, (64, 64), rgb=True)
+            assert np.array_equal(patch, slidepipe.reinhard_normalize(want, stats))

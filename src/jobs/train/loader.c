@@ -38,7 +38,8 @@ typedef struct recipe {
     sp_slide *const *slides;
     const sp_patch_request *reqs;
     sp_loader_config cfg; /* its geometry and photometric point at the caller's or the loader's */
-    const sp_stains *stains; /* per slide, or NULL */
+    const sp_stains *stains;           /* per slide, or NULL */
+    const sp_reinhard_stats *reinhard; /* per slide, or NULL */
     sp_batch_lut lut;
     size_t patch_bytes; /* one patch in the batch's format */
 } recipe;
@@ -48,6 +49,7 @@ struct sp_loader {
     sp_slide **slides; /* the loader's copies of what r points at */
     sp_patch_request *reqs;
     sp_stains *stains;
+    sp_reinhard_stats *reinhard, reinhard_target;
     sp_geometry_params geometry;
     sp_photometric_params photometric;
     size_t n_reqs;
@@ -90,14 +92,22 @@ static void make_patch(void *user, size_t i) {
                            : sp_slide_read_region_scaled(s, SP_PIXEL_RGB8, rgb, size * 3,
                                                          r->downsample, r->x, r->y, size, size);
     }
-    if (st == SP_OK && k->stains != NULL) {
+    if (st == SP_OK && k->cfg.normalize == SP_NORMALIZE_MACENKO) {
         st = sp_stains_normalize(&k->stains[r->slide], &k->cfg.target, rgb, size * size);
+    } else if (st == SP_OK && k->cfg.normalize == SP_NORMALIZE_REINHARD) {
+        st =
+            sp_reinhard_normalize(&k->reinhard[r->slide], k->cfg.reinhard_target, rgb, size * size);
     }
     if (st == SP_OK && k->cfg.geometry != NULL) {
         st = sp_augment_geometry(rgb, size, size, r->seed, k->cfg.geometry);
     }
     if (st == SP_OK && (k->cfg.dihedral || k->cfg.hed_sigma > 0)) {
         st = sp_augment_patch(rgb, size, r->seed, k->cfg.dihedral, k->cfg.hed_sigma);
+    }
+    if (st == SP_OK && k->cfg.stain_sigma > 0) {
+        const sp_stains *in =
+            k->cfg.normalize == SP_NORMALIZE_MACENKO ? &k->cfg.target : &k->stains[r->slide];
+        st = sp_stains_augment(in, rgb, size * size, r->seed, k->cfg.stain_sigma);
     }
     if (st == SP_OK && k->cfg.photometric != NULL) {
         st = sp_augment_photometric(rgb, size, size, r->seed, k->cfg.photometric);
@@ -290,10 +300,21 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
         put(err, err_len, "loader: the geometry or photometric parameters are not usable");
         return SP_E_INVALID_ARG;
     }
+    bool macenko = c->normalize == SP_NORMALIZE_MACENKO,
+         reinhard = c->normalize == SP_NORMALIZE_REINHARD;
+    if ((unsigned)c->normalize > SP_NORMALIZE_REINHARD ||
+        ((macenko || c->stain_sigma > 0) && c->source_stains == NULL) ||
+        (reinhard && (c->source_reinhard == NULL || c->reinhard_target == NULL)) ||
+        !(c->stain_sigma >= 0 && c->stain_sigma <= 1) || (macenko && !stains_usable(&c->target))) {
+        put(err, err_len,
+            "loader: the normalization or stain augmentation lacks its stains, or "
+            "stain_sigma %g is outside [0, 1]",
+            c->stain_sigma);
+        return SP_E_INVALID_ARG;
+    }
     for (size_t s = 0; s < n_slides; s++) {
         if (slides[s] == NULL ||
-            (c->source_stains != NULL &&
-             (!stains_usable(&c->source_stains[s]) || !stains_usable(&c->target)))) {
+            (c->source_stains != NULL && !stains_usable(&c->source_stains[s]))) {
             put(err, err_len, "loader: slide %zu is missing or its stains are not usable", s);
             return SP_E_INVALID_ARG;
         }
@@ -325,6 +346,7 @@ static void free_loader(sp_loader *l) {
     free(l->reqs);
     free(l->ready);
     free(l->stains);
+    free(l->reinhard);
     free(l);
 }
 
@@ -334,6 +356,7 @@ static void set_recipe(recipe *r, sp_slide *const *slides, const sp_patch_reques
     r->reqs = reqs;
     r->cfg = *cfg;
     r->stains = cfg->source_stains;
+    r->reinhard = cfg->source_reinhard;
     sp_batch_lut_init(&r->lut, &cfg->format); /* checked already */
     r->patch_bytes = (size_t)(cfg->size * cfg->size * 3 * r->lut.bytes);
 }
@@ -387,9 +410,13 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
     if (config->source_stains != NULL) {
         l->stains = malloc((n_slides ? n_slides : 1) * sizeof *l->stains);
     }
+    if (config->source_reinhard != NULL) {
+        l->reinhard = malloc((n_slides ? n_slides : 1) * sizeof *l->reinhard);
+    }
     bool mu = false, cv = false;
     if (l->slides == NULL || l->reqs == NULL || l->ready == NULL ||
         (config->source_stains != NULL && l->stains == NULL) ||
+        (config->source_reinhard != NULL && l->reinhard == NULL) ||
         !(mu = pthread_mutex_init(&l->mu, NULL) == 0) ||
         !(cv = pthread_cond_init(&l->changed, NULL) == 0)) {
         st = SP_E_NOMEM;
@@ -405,6 +432,14 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
         memcpy(l->stains, config->source_stains, n_slides * sizeof *l->stains);
     }
     l->cfg.source_stains = l->stains;
+    if (l->reinhard != NULL && n_slides > 0) {
+        memcpy(l->reinhard, config->source_reinhard, n_slides * sizeof *l->reinhard);
+    }
+    l->cfg.source_reinhard = l->reinhard;
+    if (config->reinhard_target != NULL) {
+        l->reinhard_target = *config->reinhard_target;
+        l->cfg.reinhard_target = &l->reinhard_target;
+    }
     if (config->geometry != NULL) {
         l->geometry = *config->geometry;
         l->cfg.geometry = &l->geometry;
