@@ -151,7 +151,9 @@ class PatchSampler:
     give each tile a class (``tiles["label"]``, an index into ``classes``; `label_rule` "centre"
     or "majority", docs/labels.md); `classes` keeps only the tiles of those class names; with
     masks=True each batch also carries label masks lined up with its patches, flipped as they
-    were: (n, [len(context),] size, size) uint8.
+    were: (n, [len(context),] size, size) uint8. `qc` (True: slidepipe.QC_THRESHOLDS, or a dict
+    of qc_filter's limits) scores every candidate tile (blur, pen ink, folds, background;
+    docs/qc.md) and leaves out those that fail; ``tile_qc`` keeps the kept tiles' scores.
 
     Iterating yields (patches, tiles), or (patches, tiles, masks): a numpy array over the
     library's batch memory (no copy; torch.from_numpy shares it) and the TILE_DTYPE records of
@@ -170,7 +172,8 @@ class PatchSampler:
                  drop_last=False, dtype="uint8", layout="NHWC", mean=(0.0, 0.0, 0.0),
                  std=(1.0, 1.0, 1.0), prefetch=2, pinned=False, rank=None, world_size=None,
                  on_error="raise", annotations=None, label_rule="centre", classes=None,
-                 masks=False, numa="auto", device=None, geometry=None, photometric=None):
+                 masks=False, numa="auto", device=None, geometry=None, photometric=None,
+                 qc=None):
         from .loader import BatchFormat
 
         # What a run manifest records to make the same sampler again (slidepipe.manifest).
@@ -188,7 +191,7 @@ class PatchSampler:
             mask_side=int(mask_side), drop_last=bool(drop_last), dtype=str(dtype),
             layout=str(layout), mean=[float(v) for v in mean], std=[float(v) for v in std],
             label_rule=label_rule, classes=None if classes is None else list(classes),
-            masks=bool(masks),
+            masks=bool(masks), qc=_qc_limits(qc),
             geometry=None if geometry is None else dataclasses.asdict(geometry),
             photometric=None if photometric is None else dataclasses.asdict(photometric))
         if int(size) < 1 or int(batch_size) < 1:
@@ -212,7 +215,8 @@ class PatchSampler:
         self.format = BatchFormat(dtype, layout, mean, std)
         self.rank, self.world_size = _rank_and_world(rank, world_size)
         self.skipped, self.failures = [], []
-        self.label_rule, self.masks = label_rule, bool(masks)
+        self.label_rule, self.masks, self.qc = label_rule, bool(masks), _qc_limits(qc)
+        self.tile_qc = None if self.qc is None else []
         self.classes, self.annotations, self._class_maps = ["background"], [], []
         slides = list(slides)
         if annotations is not None and len(annotations) != len(slides):
@@ -223,14 +227,21 @@ class PatchSampler:
             ann = None if annotations is None else annotations[i]
             self._add_slide(s, ann, stride, min_tissue, mask_side, parts, stains, reinhard)
         self.tiles = np.concatenate(parts) if parts else np.zeros(0, dtype=TILE_DTYPE)
+        if self.qc is not None:
+            from .qc import QC_DTYPE, qc_filter
+            scores = np.concatenate(self.tile_qc) if self.tile_qc else np.zeros(0, QC_DTYPE)
+            keep = qc_filter(self.tiles, scores, **self.qc)
+            self.tiles, self.tile_qc = self.tiles[keep], scores[keep]
         if classes is not None:
             unknown = sorted(set(classes) - set(self.classes))
             if unknown:
                 self.close()
                 raise ValueError(f"no annotation has the classes {unknown} (classes: "
                                  f"{self.classes[1:]})")
-            keep = [self.classes.index(c) for c in classes]
-            self.tiles = self.tiles[np.isin(self.tiles["label"], keep)]
+            keep = np.isin(self.tiles["label"], [self.classes.index(c) for c in classes])
+            self.tiles = self.tiles[keep]
+            if self.tile_qc is not None:
+                self.tile_qc = self.tile_qc[keep]
         if len(self.tiles) == 0:
             self.close()
             where = f"level {self.level}" if self.mpp is None and self.magnification is None \
@@ -272,6 +283,7 @@ class PatchSampler:
             if ann is not None:
                 class_map = self._class_map(ann)
                 t["label"] = class_map[self._labels_of(ann, t, downsample, mask, s)]
+            scores = self._qc_of(s, t, downsample)
             st = s.stains(mask_side) if self._needs_stains() and len(t) else None
             rs = s.reinhard_stats(mask_side) if self.normalize == "reinhard" and len(t) \
                 else None
@@ -292,6 +304,8 @@ class PatchSampler:
         parts.append(t)
         stains.append(st)
         reinhard.append(rs)
+        if scores is not None:
+            self.tile_qc.append(scores)
 
     def _downsample_of(self, s):
         """Level-0 pixels per patch pixel on slide s: None for a level grid."""
@@ -326,6 +340,17 @@ class PatchSampler:
         side = max(1, int(round(self.size * downsample)))
         step = None if stride is None else max(1, int(round(int(stride) * downsample)))
         return s.tissue_tiles(side, level=0, stride=step, min_tissue=min_tissue, mask=mask), mask
+
+    def _qc_of(self, s, tiles, downsample):
+        """The QC scores of slide s's tiles at their level (level 0 for an mpp grid), or None
+        without qc."""
+        if self.qc is None:
+            return None
+        from .qc import tile_qc
+        if downsample is None:
+            return tile_qc(s, tiles, self.size, level=self.level, threads=self.threads)
+        side = max(1, int(round(self.size * downsample)))
+        return tile_qc(s, tiles, side, level=0, threads=self.threads)
 
     def _class_map(self, ann):
         """Each of ann's labels as an index into self.classes (new names appended)."""
@@ -519,6 +544,19 @@ class PatchSampler:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _qc_limits(qc):
+    """qc as given to PatchSampler: None (no QC), True (slidepipe.QC_THRESHOLDS) or a dict of
+    qc_filter's limits."""
+    from .qc import QC_THRESHOLDS
+    if qc is None or qc is False:
+        return None
+    limits = dict(QC_THRESHOLDS) if qc is True else dict(qc)
+    unknown = set(limits) - set(QC_THRESHOLDS)
+    if unknown:
+        raise ValueError(f"qc limits are {sorted(QC_THRESHOLDS)}, not {sorted(unknown)}")
+    return limits
 
 
 def _normalizer(normalize):

@@ -586,3 +586,26 @@ def test_a_reinhard_sampler_equals_reads_normalized_one_by_one(testdata):
         for patch, t in zip(patches, tiles):
             want = s.slides[0].read_region((int(t["x"]), int(t["y"])), 0, (64, 64), rgb=True)
             assert np.array_equal(patch, slidepipe.reinhard_normalize(want, stats))
+
+
+def test_qc_leaves_out_pen_blur_and_fold_tiles(cli, tmp_path):
+    slide = tmp_path / "artifacts.tif"
+    cli("synth", slide, "--size", 4096, "--seed", 2, "--artifacts")
+    truth = json.loads((tmp_path / "artifacts.tif.artifacts.json").read_text())
+    boxes = [(a["x"], a["y"], a["x"] + a["width"], a["y"] + a["height"])
+             for a in truth["artifacts"]]
+    kw = dict(min_tissue=0.5, mask_side=1024)
+    with slidepipe.PatchSampler([slide], 256, **kw) as every, \
+            slidepipe.PatchSampler([slide], 256, qc=True, **kw) as clean:
+        assert len(clean.tiles) < len(every.tiles) and len(clean.tile_qc) == len(clean.tiles)
+        assert np.all(clean.tile_qc["pen"] <= slidepipe.QC_THRESHOLDS["max_pen"])
+        assert np.all(clean.tile_qc["blur"] >= slidepipe.QC_THRESHOLDS["min_blur"])
+
+        def covered(t):  # tiles an artefact covers by at least a half
+            return any(max(0, min(x1, t["x"] + 256) - max(x0, t["x"])) *
+                       max(0, min(y1, t["y"] + 256) - max(y0, t["y"])) >= 256 * 256 / 2
+                       for x0, y0, x1, y1 in boxes)
+        assert any(covered(t) for t in every.tiles)
+        assert not any(covered(t) for t in clean.tiles)
+    with pytest.raises(ValueError, match="qc limits"):
+        slidepipe.PatchSampler([slide], 256, qc={"max_ink": 0.1}, **kw)
