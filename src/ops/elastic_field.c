@@ -31,43 +31,48 @@ void sp_geom_elastic_noise(int64_t w, int64_t h, uint64_t seed, double *noise) {
 }
 
 /* One plane: rows along x into tmp, then columns along y back into the plane; each output is
- * the sum over k = -r..r in that order. Rows go through a zero-padded copy (`pad`, w + 2 r) and
+ * the sum over k = -r..r in that order, in float32 (as Kornia smooths a float32 image; four
+ * lanes a vector where double has two). Rows go through a zero-padded copy (`pad`, w + 2 r) and
  * columns are accumulated a whole row at a time, so the inner loops have no edge tests and
  * vectorise. */
-static void smooth_plane(int64_t w, int64_t h, const double *weights, int r, double *plane,
-                         double *tmp, double *pad) {
+static void smooth_plane(int64_t w, int64_t h, const float *weights, int r, double *plane,
+                         float *tmp, float *pad, float *row) {
     for (int64_t i = 0; i < r; i++) {
-        pad[i] = 0.0;
-        pad[w + r + i] = 0.0;
+        pad[i] = 0.0f;
+        pad[w + r + i] = 0.0f;
     }
     for (int64_t y = 0; y < h; y++) {
-        memcpy(pad + r, plane + y * w, (size_t)w * sizeof(double));
-        double *out = tmp + y * w;
         for (int64_t x = 0; x < w; x++) {
-            out[x] = 0.0;
+            pad[r + x] = (float)plane[y * w + x];
+        }
+        float *out = tmp + y * w;
+        for (int64_t x = 0; x < w; x++) {
+            out[x] = 0.0f;
         }
         for (int k = 0; k <= 2 * r; k++) {
-            double wk = weights[k];
+            float wk = weights[k];
             for (int64_t x = 0; x < w; x++) {
                 out[x] += wk * pad[x + k];
             }
         }
     }
     for (int64_t y = 0; y < h; y++) {
-        double *out = plane + y * w;
         for (int64_t x = 0; x < w; x++) {
-            out[x] = 0.0;
+            row[x] = 0.0f;
         }
         for (int k = -r; k <= r; k++) {
             int64_t yy = y + k;
             if (yy < 0 || yy >= h) {
                 continue; /* zeros beyond the edges add nothing */
             }
-            double wk = weights[k + r];
-            const double *in = tmp + yy * w;
+            float wk = weights[k + r];
+            const float *in = tmp + yy * w;
             for (int64_t x = 0; x < w; x++) {
-                out[x] += wk * in[x];
+                row[x] += wk * in[x];
             }
+        }
+        for (int64_t x = 0; x < w; x++) {
+            plane[y * w + x] = row[x];
         }
     }
 }
@@ -81,18 +86,19 @@ void sp_geom_elastic_smooth(int64_t w, int64_t h, const sp_geometry_params *p, d
     }
     int r = k / 2;
     double weights[1023], sum = 0.0;
+    float weights_f[1023];
     for (int i = -r; i <= r; i++) {
         weights[i + r] = exp(-((double)i * (double)i) / (2.0 * sigma * sigma));
         sum += weights[i + r];
     }
     for (int i = 0; i < k; i++) {
-        weights[i] /= sum;
+        weights_f[i] = (float)(weights[i] / sum);
     }
     double unit_x = p->elastic_alpha[0] * (double)(w - 1) / 2.0;
     double unit_y = p->elastic_alpha[1] * (double)(h - 1) / 2.0;
-    double *pad = scratch + w * h;
-    smooth_plane(w, h, weights, r, field, scratch, pad);
-    smooth_plane(w, h, weights, r, field + w * h, scratch, pad);
+    float *tmp = (float *)scratch, *pad = tmp + w * h, *row = pad + w + 2 * r;
+    smooth_plane(w, h, weights_f, r, field, tmp, pad, row);
+    smooth_plane(w, h, weights_f, r, field + w * h, tmp, pad, row);
     for (int64_t i = 0; i < w * h; i++) {
         field[i] *= unit_x;
         field[w * h + i] *= unit_y;
