@@ -44,9 +44,24 @@ SP_AUG_HD static inline uint8_t sp_aug_blend(uint8_t v, float other, float ratio
 /* torchvision's adjust_hue on one uint8 pixel: to float32 (v / 255), RGB -> HSV as its _rgb2hsv
  * computes it, h' = (h + shift) mod 1, back with _hsv2rgb, and to uint8 as
  * convert_image_dtype does (x * 255.999, truncated). */
+/* max and min of numbers that are never NaN here, as a compare (fmaxf and fminf are library calls
+ * on the CPU unless NaN handling is waived). */
+SP_AUG_HD static inline float sp_aug_max(float a, float b) {
+    return a > b ? a : b;
+}
+
+SP_AUG_HD static inline float sp_aug_min(float a, float b) {
+    return a < b ? a : b;
+}
+
+/* clamp(x, 0, 1). */
+SP_AUG_HD static inline float sp_aug_unit(float x) {
+    return sp_aug_min(sp_aug_max(x, 0.0f), 1.0f);
+}
+
 SP_AUG_HD static inline void sp_aug_hue(uint8_t *px, float shift) {
     float r = (float)px[0] / 255.0f, g = (float)px[1] / 255.0f, b = (float)px[2] / 255.0f;
-    float maxc = fmaxf(fmaxf(r, g), b), minc = fminf(fminf(r, g), b);
+    float maxc = sp_aug_max(sp_aug_max(r, g), b), minc = sp_aug_min(sp_aug_min(r, g), b);
     int eqc = maxc == minc;
     float cr = maxc - minc;
     float s = cr / (eqc ? 1.0f : maxc);
@@ -65,9 +80,9 @@ SP_AUG_HD static inline void sp_aug_hue(uint8_t *px, float shift) {
     float f = h * 6.0f - i;
     int sector = (int)i % 6;
     float v = maxc;
-    float p = fminf(fmaxf(v * (1.0f - s), 0.0f), 1.0f);
-    float q = fminf(fmaxf(v * (1.0f - s * f), 0.0f), 1.0f);
-    float t = fminf(fmaxf(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
+    float p = sp_aug_unit(v * (1.0f - s));
+    float q = sp_aug_unit(v * (1.0f - s * f));
+    float t = sp_aug_unit(v * (1.0f - s * (1.0f - f)));
     float o[3];
     switch (sector) {
     case 0: o[0] = v, o[1] = t, o[2] = p; break;
