@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/thread_pool.h"
+#include "ops/patch_batch.h"
 #include "ops/op.h"
 #include "slidepipe.h"
 
@@ -153,18 +153,17 @@ sp_status sp_augment_patch(uint8_t *rgb, int64_t size, uint64_t seed, int dihedr
     return SP_OK;
 }
 
-typedef struct batch {
-    uint8_t *rgb;
+/* A patch of a batch: its size and what to do travel in ctx. */
+typedef struct shape {
     int64_t size;
-    const uint64_t *seeds;
     int dihedral;
     double sigma;
-} batch;
+} shape;
 
-static void augment_item(void *user, size_t i) {
-    const batch *b = user;
-    size_t patch = (size_t)(b->size * b->size * 3);
-    augment_one(b->rgb + i * patch, b->size, b->seeds[i], b->dihedral, b->sigma);
+static sp_status augment_patch(const void *ctx, uint8_t *patch, uint64_t seed) {
+    const shape *k = ctx;
+    augment_one(patch, k->size, seed, k->dihedral, k->sigma);
+    return SP_OK;
 }
 
 sp_status sp_augment_patches(uint8_t *rgb, int64_t count, int64_t size, const uint64_t *seeds,
@@ -172,7 +171,7 @@ sp_status sp_augment_patches(uint8_t *rgb, int64_t count, int64_t size, const ui
     if (count < 0 || (count > 0 && (seeds == NULL || !arguments_ok(rgb, size, hed_sigma)))) {
         return SP_E_INVALID_ARG;
     }
-    batch b = {rgb, size, seeds, dihedral_on, hed_sigma};
-    sp_pool_run((size_t)count, threads, augment_item, &b); /* runs everything even on SP_E_NOMEM */
-    return SP_OK;
+    shape k = {size, dihedral_on, hed_sigma};
+    return sp_patch_batch(rgb, count, (size_t)(size * size * 3), seeds, augment_patch, &k,
+                          threads);
 }

@@ -10,12 +10,11 @@
  * compares it with torchvision.
  */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/thread_pool.h"
+#include "ops/patch_batch.h"
 #include "ops/augment_color.h"
 #include "ops/augment_color_math.h"
 
@@ -215,20 +214,15 @@ sp_status sp_augment_photometric(uint8_t *rgb, int64_t width, int64_t height, ui
     return augment_one(rgb, width, height, seed, p);
 }
 
-typedef struct batch {
-    uint8_t *rgb;
+/* A patch of a batch: its size and the parameters travel in ctx. */
+typedef struct shape {
     int64_t width, height;
-    const uint64_t *seeds;
     const sp_photometric_params *p;
-    atomic_int failed;
-} batch;
+} shape;
 
-static void augment_item(void *user, size_t i) {
-    batch *b = user;
-    size_t patch = (size_t)(b->width * b->height * 3);
-    if (augment_one(b->rgb + i * patch, b->width, b->height, b->seeds[i], b->p) != SP_OK) {
-        atomic_store(&b->failed, 1);
-    }
+static sp_status augment_patch(const void *ctx, uint8_t *patch, uint64_t seed) {
+    const shape *k = ctx;
+    return augment_one(patch, k->width, k->height, seed, k->p);
 }
 
 sp_status sp_augment_photometric_batch(uint8_t *rgb, int64_t count, int64_t width, int64_t height,
@@ -243,7 +237,7 @@ sp_status sp_augment_photometric_batch(uint8_t *rgb, int64_t count, int64_t widt
     if (rgb == NULL || seeds == NULL || !size_ok(width, height)) {
         return SP_E_INVALID_ARG;
     }
-    batch b = {rgb, width, height, seeds, p, 0};
-    sp_pool_run((size_t)count, threads, augment_item, &b); /* runs everything even on SP_E_NOMEM */
-    return atomic_load(&b.failed) ? SP_E_NOMEM : SP_OK;
+    shape k = {width, height, p};
+    return sp_patch_batch(rgb, count, (size_t)(width * height * 3), seeds, augment_patch, &k,
+                          threads);
 }

@@ -10,11 +10,10 @@
 #include "ops/augment_geometry.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/thread_pool.h"
+#include "ops/patch_batch.h"
 #include "slidepipe.h"
 
 #define SP_GEOM_MAX_SIDE (INT64_C(1) << 20)
@@ -267,20 +266,15 @@ sp_status sp_augment_geometry(uint8_t *rgb, int64_t width, int64_t height, uint6
     return augment_one(rgb, width, height, seed, p);
 }
 
-typedef struct batch {
-    uint8_t *rgb;
+/* A patch of a batch: its size and the parameters travel in ctx. */
+typedef struct shape {
     int64_t w, h;
-    const uint64_t *seeds;
     const sp_geometry_params *p;
-    atomic_int failed;
-} batch;
+} shape;
 
-static void augment_item(void *user, size_t i) {
-    batch *b = user;
-    size_t patch = (size_t)(b->w * b->h * 3);
-    if (augment_one(b->rgb + i * patch, b->w, b->h, b->seeds[i], b->p) != SP_OK) {
-        atomic_store(&b->failed, 1);
-    }
+static sp_status augment_patch(const void *ctx, uint8_t *patch, uint64_t seed) {
+    const shape *k = ctx;
+    return augment_one(patch, k->w, k->h, seed, k->p);
 }
 
 sp_status sp_augment_geometry_batch(uint8_t *rgb, int64_t count, int64_t width, int64_t height,
@@ -290,7 +284,7 @@ sp_status sp_augment_geometry_batch(uint8_t *rgb, int64_t count, int64_t width, 
         !sp_geom_params_ok(width, height, p)) {
         return SP_E_INVALID_ARG;
     }
-    batch b = {rgb, width, height, seeds, p, 0};
-    sp_pool_run((size_t)count, threads, augment_item, &b); /* runs everything even on SP_E_NOMEM */
-    return atomic_load(&b.failed) ? SP_E_NOMEM : SP_OK;
+    shape k = {width, height, p};
+    return sp_patch_batch(rgb, count, (size_t)(width * height * 3), seeds, augment_patch, &k,
+                          threads);
 }

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "base/thread_pool.h"
+#include "ops/patch_batch.h"
 #include "ops/stain_augment.h"
 
 /* "stainaug" in ASCII: keeps these draws apart from augment.c's stream of the same seed. */
@@ -97,20 +97,19 @@ sp_status sp_stains_augment(const sp_stains *slide_stains, uint8_t *rgb, int64_t
     return SP_OK;
 }
 
-typedef struct batch {
+/* A patch of a batch: the stains' map, the patch size and sigma travel in ctx. */
+typedef struct shape {
     const sp_stain_augment_map *map;
-    uint8_t *rgb;
     int64_t patch_pixels;
-    const uint64_t *seeds;
     double sigma;
-} batch;
+} shape;
 
-static void augment_item(void *user, size_t i) {
-    const batch *b = user;
+static sp_status augment_patch(const void *ctx, uint8_t *patch, uint64_t seed) {
+    const shape *k = ctx;
     double alpha[2], beta[2];
-    sp_stain_augment_draw(b->seeds[i], b->sigma, alpha, beta);
-    sp_stain_augment_apply(b->map, alpha, beta, b->rgb + i * (size_t)b->patch_pixels * 3,
-                           b->patch_pixels);
+    sp_stain_augment_draw(seed, k->sigma, alpha, beta);
+    sp_stain_augment_apply(k->map, alpha, beta, patch, k->patch_pixels);
+    return SP_OK;
 }
 
 sp_status sp_stains_augment_patches(const sp_stains *slide_stains, uint8_t *rgb, int64_t count,
@@ -125,7 +124,7 @@ sp_status sp_stains_augment_patches(const sp_stains *slide_stains, uint8_t *rgb,
     if (st != SP_OK || count == 0 || patch_pixels == 0) {
         return st;
     }
-    batch b = {&map, rgb, patch_pixels, seeds, sigma};
-    sp_pool_run((size_t)count, threads, augment_item, &b); /* runs everything even on SP_E_NOMEM */
-    return SP_OK;
+    shape k = {&map, patch_pixels, sigma};
+    return sp_patch_batch(rgb, count, (size_t)patch_pixels * 3, seeds, augment_patch, &k,
+                          threads);
 }
