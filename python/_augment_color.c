@@ -41,29 +41,18 @@ static PyObject *augment_photometric(PyObject *module, PyObject *args) {
     if (!parse_photometric_params(params_obj, &p)) {
         return NULL;
     }
-    if (count < 0 || width < 1 || height < 1 || width > (1 << 20) || height > (1 << 20) ||
-        (count > 0 && count > INT64_MAX / (width * height * 3))) {
-        return PyErr_Format(PyExc_ValueError, "bad patch count or size");
-    }
     Py_buffer view, seeds;
-    if (get_out_buffer(out, &view, count * width * height * 3) != 0) {
-        return NULL;
+    if (width < 1 || height < 1 || width > (1 << 20) || height > (1 << 20)) {
+        return PyErr_Format(PyExc_ValueError, "bad patch size %lld x %lld", width, height);
     }
-    if (PyObject_GetBuffer(seeds_obj, &seeds, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&view);
+    if (get_patches(out, seeds_obj, count, width * height, &view, &seeds) != 0) {
         return NULL;
-    }
-    if (seeds.len != count * (Py_ssize_t)sizeof(uint64_t)) {
-        PyBuffer_Release(&seeds);
-        PyBuffer_Release(&view);
-        return PyErr_Format(PyExc_ValueError, "one uint64 seed per patch");
     }
     PyThreadState *ts = PyEval_SaveThread();
     sp_status st =
         sp_augment_photometric_batch(view.buf, count, width, height, seeds.buf, &p, threads);
     PyEval_RestoreThread(ts);
-    PyBuffer_Release(&seeds);
-    PyBuffer_Release(&view);
+    release_patches(&view, &seeds);
     if (st != SP_OK) {
         return raise_status(st, st == SP_E_INVALID_ARG ? BAD_PARAMS : "out of memory");
     }

@@ -40,28 +40,17 @@ static PyObject *augment_geometry(PyObject *self, PyObject *args) {
     if (parse_geometry_params(params, &p) != 0) {
         return NULL;
     }
-    if (count < 0 || width < 1 || height < 1 || width > (1LL << 20) || height > (1LL << 20)) {
-        return raise_status(SP_E_INVALID_ARG, "bad patch count or size");
-    }
     Py_buffer view, seeds;
-    if (get_out_buffer(out, &view, count * width * height * 3) != 0) {
-        return NULL;
+    if (width < 1 || height < 1 || width > (1LL << 20) || height > (1LL << 20)) {
+        return PyErr_Format(PyExc_ValueError, "bad patch size %lld x %lld", width, height);
     }
-    if (PyObject_GetBuffer(seeds_obj, &seeds, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (seeds.len < count * (Py_ssize_t)sizeof(uint64_t)) {
-        PyBuffer_Release(&view);
-        PyBuffer_Release(&seeds);
-        PyErr_SetString(PyExc_ValueError, "fewer seeds than patches");
+    if (get_patches(out, seeds_obj, count, width * height, &view, &seeds) != 0) {
         return NULL;
     }
     sp_status st;
     Py_BEGIN_ALLOW_THREADS st =
         sp_augment_geometry_batch(view.buf, count, width, height, seeds.buf, &p, threads);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
-    PyBuffer_Release(&seeds);
+    Py_END_ALLOW_THREADS release_patches(&view, &seeds);
     if (st != SP_OK) {
         return raise_status(st, st == SP_E_INVALID_ARG ? "invalid geometry parameters"
                                                        : "geometric augmentation failed");

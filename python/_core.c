@@ -69,6 +69,33 @@ int get_out_buffer(PyObject *obj, Py_buffer *view, int64_t need) {
     return 0;
 }
 
+int get_patches(PyObject *patches, PyObject *seeds, long long count, long long pixels,
+                Py_buffer *view, Py_buffer *seeds_view) {
+    if (count < 0 || (count > 0 && (pixels < 1 || pixels > (1LL << 40) / count))) {
+        PyErr_Format(PyExc_ValueError, "bad patch count or size (%lld of %lld pixels)", count,
+                     pixels);
+        return -1;
+    }
+    if (get_out_buffer(patches, view, count * pixels * 3) != 0) {
+        return -1;
+    }
+    if (PyObject_GetBuffer(seeds, seeds_view, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (seeds_view->len != count * (Py_ssize_t)sizeof(uint64_t)) {
+        release_patches(view, seeds_view);
+        PyErr_SetString(PyExc_ValueError, "one uint64 seed per patch");
+        return -1;
+    }
+    return 0;
+}
+
+void release_patches(Py_buffer *view, Py_buffer *seeds_view) {
+    PyBuffer_Release(seeds_view);
+    PyBuffer_Release(view);
+}
+
 /* Bytes of a width x height read in the format, or -1 (with ValueError) when out of range. */
 static int64_t region_bytes(int64_t width, int64_t height, int rgb) {
     int64_t bpp = rgb ? 3 : 4;
@@ -499,8 +526,8 @@ static PyObject *core_tissue_tiles(PyObject *module, PyObject *args) {
     long long w, h, size, stride;
     double ds, min_tissue;
     int level;
-    if (!PyArg_ParseTuple(args, "O!OLLdiLLd", &core_slide_type, &slide_obj, &mask_obj, &w, &h,
-                          &ds, &level, &size, &stride, &min_tissue)) {
+    if (!PyArg_ParseTuple(args, "O!OLLdiLLd", &core_slide_type, &slide_obj, &mask_obj, &w, &h, &ds,
+                          &level, &size, &stride, &min_tissue)) {
         return NULL;
     }
     core_slide *s = (core_slide *)slide_obj;
@@ -522,8 +549,8 @@ static PyObject *core_tissue_tiles(PyObject *module, PyObject *args) {
     if (st != SP_OK) {
         return raise_status(st, "bad tile grid (level, size, stride or min_tissue out of range)");
     }
-    PyObject *r = PyBytes_FromStringAndSize((const char *)tiles,
-                                            (Py_ssize_t)(count * sizeof *tiles));
+    PyObject *r =
+        PyBytes_FromStringAndSize((const char *)tiles, (Py_ssize_t)(count * sizeof *tiles));
     sp_tiles_free(tiles);
     return r;
 }
@@ -575,27 +602,17 @@ static PyObject *core_augment_patches(PyObject *module, PyObject *args) {
                           &threads)) {
         return NULL;
     }
-    if (count < 0 || size < 1 || size > (1 << 20) || count > INT64_MAX / (size * size * 3)) {
-        return PyErr_Format(PyExc_ValueError, "bad patch count or size");
-    }
     Py_buffer view, seeds;
-    if (get_out_buffer(out, &view, count * size * size * 3) != 0) {
-        return NULL;
+    if (size < 1 || size > (1 << 20)) {
+        return PyErr_Format(PyExc_ValueError, "bad patch size %lld", (long long)size);
     }
-    if (PyObject_GetBuffer(seeds_obj, &seeds, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&view);
+    if (get_patches(out, seeds_obj, count, size * size, &view, &seeds) != 0) {
         return NULL;
-    }
-    if (seeds.len != count * (Py_ssize_t)sizeof(uint64_t)) {
-        PyBuffer_Release(&seeds);
-        PyBuffer_Release(&view);
-        return PyErr_Format(PyExc_ValueError, "one uint64 seed per patch");
     }
     PyThreadState *ts = PyEval_SaveThread();
     sp_status st = sp_augment_patches(view.buf, count, size, seeds.buf, dihedral, sigma, threads);
     PyEval_RestoreThread(ts);
-    PyBuffer_Release(&seeds);
-    PyBuffer_Release(&view);
+    release_patches(&view, &seeds);
     if (st != SP_OK) {
         return raise_status(st, "hed_sigma must lie in [0, 1]");
     }
@@ -691,9 +708,8 @@ PyMODINIT_FUNC PyInit__core(void) {
         PyModule_AddFunctions(m, augment_color_methods) != 0 ||
         PyModule_AddFunctions(m, qc_methods) != 0 ||
         PyModule_AddFunctions(m, geometry_methods) != 0 ||
-        PyModule_AddFunctions(m, stain_methods) != 0 ||
-        add_store_constants(m) != 0 || PyModule_AddFunctions(m, loader_methods) != 0 ||
-        add_loader_types(m) != 0 ||
+        PyModule_AddFunctions(m, stain_methods) != 0 || add_store_constants(m) != 0 ||
+        PyModule_AddFunctions(m, loader_methods) != 0 || add_loader_types(m) != 0 ||
         PyModule_AddObject(m, "Error", core_error) != 0 ||
         PyModule_AddObject(m, "Slide", (PyObject *)&core_slide_type) != 0 ||
         PyModule_AddStringConstant(m, "version", sp_version()) != 0) {

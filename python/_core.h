@@ -36,6 +36,13 @@ int parse_geometry_params(PyObject *t, sp_geometry_params *p);
 int parse_reinhard(PyObject *obj, sp_reinhard_stats *r);
 int parse_photometric_params(PyObject *obj, sp_photometric_params *p);
 
+/* Borrow a batch of `count` RGB8 patches of `pixels` pixels each (writable, C-contiguous; at
+ * most 2^40 pixels in all) and its `count` uint64 seeds; 0, or -1 with ValueError and nothing
+ * held. Release both with release_patches. */
+int get_patches(PyObject *patches, PyObject *seeds, long long count, long long pixels,
+                Py_buffer *view, Py_buffer *seeds_view);
+void release_patches(Py_buffer *view, Py_buffer *seeds_view);
+
 /* Stains from the tuple ((h0, h1, h2), (e0, e1, e2), max_h, max_e); nonzero on success. */
 int parse_stains(PyObject *obj, sp_stains *s);
 

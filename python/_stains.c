@@ -89,25 +89,14 @@ static PyObject *core_stains_augment_patches(PyObject *module, PyObject *args) {
         return NULL;
     }
     Py_buffer view, seeds;
-    if (rgb_buffer(obj, &view) != 0) {
+    if (get_patches(obj, seeds_obj, count, patch_pixels, &view, &seeds) != 0) {
         return NULL;
-    }
-    if (PyObject_GetBuffer(seeds_obj, &seeds, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (count < 0 || patch_pixels < 0 || view.len != (Py_ssize_t)(count * patch_pixels * 3) ||
-        seeds.len != (Py_ssize_t)(count * 8)) {
-        PyBuffer_Release(&view);
-        PyBuffer_Release(&seeds);
-        return PyErr_Format(PyExc_ValueError, "buffer sizes do not match count and patch size");
     }
     PyThreadState *ts = PyEval_SaveThread();
     sp_status st =
         sp_stains_augment_patches(&s, view.buf, count, patch_pixels, seeds.buf, sigma, threads);
     PyEval_RestoreThread(ts);
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&seeds);
+    release_patches(&view, &seeds);
     if (st != SP_OK) {
         return raise_status(st, "bad stains or sigma outside [0, 1]");
     }
@@ -120,8 +109,7 @@ static PyObject *core_stains_estimate(PyObject *module, PyObject *args) {
     PyObject *obj;
     long long max_side;
     int cache, want_stains;
-    if (!PyArg_ParseTuple(args, "O!Lpp", &core_slide_type, &obj, &max_side, &cache,
-                          &want_stains)) {
+    if (!PyArg_ParseTuple(args, "O!Lpp", &core_slide_type, &obj, &max_side, &cache, &want_stains)) {
         return NULL;
     }
     core_slide *self = (core_slide *)obj;
@@ -136,8 +124,8 @@ static PyObject *core_stains_estimate(PyObject *module, PyObject *args) {
     PyThreadState *ts = PyEval_SaveThread();
     sp_status st;
     if (cache) {
-        st = sp_stains_estimate_cached(self->slide, max_side, want_stains ? &s : NULL, &r, &hit, err,
-                                       sizeof err);
+        st = sp_stains_estimate_cached(self->slide, max_side, want_stains ? &s : NULL, &r, &hit,
+                                       err, sizeof err);
     } else {
         st = want_stains ? sp_stains_estimate(self->slide, max_side, &s, err, sizeof err) : SP_OK;
         if (st == SP_OK) {
