@@ -190,3 +190,14 @@ sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t width, i
     put(err, err_len);
     return SP_E_UNSUPPORTED;
 }
+
+sp_status sp_cuda_augment_patches(uint8_t *rgb, int64_t count, int64_t size,
+                                  const uint64_t *seeds, int dihedral, double hed_sigma,
+                                  char *err, size_t err_len) {
+    if (count < 0 || size < 1 || size > (1 << 16) || !(hed_sigma >= 0.0 && hed_sigma <= 1.0) ||
+        (count > 0 && (rgb == NULL || seeds == NULL))) {
+        return SP_E_INVALID_ARG;
+    }
+    put(err, err_len);
+    return SP_E_UNSUPPORTED;
+}

@@ -1,4 +1,5 @@
-/* cuda_augment.h — the geometric augmentation (src/ops/augment_geometry.c) on the GPU: the same
+/* cuda_augment.h — the geometric augmentation (src/ops/augment_geometry.c), and the flips and HED
+ * jitter (src/ops/augment.c), on the GPU: the same
  * composed map and bilinear sample per output pixel, from the same header, so the result equals
  * the CPU's byte for byte. Plain C, declared in every build: without the CUDA backend it answers
  * SP_E_UNSUPPORTED (cuda_absent.c). */
@@ -19,5 +20,12 @@
 sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t width, int64_t height,
                                    const uint64_t *seeds, const sp_geometry_params *p, char *err,
                                    size_t err_len);
+
+/* sp_augment_patches (flips, quarter turns, HED jitter) on the GPU, likewise: host memory in
+ * place, synchronous; the plans (exponentials included) are made on the CPU, so the bytes equal
+ * the CPU's. Errors as sp_cuda_augment_geometry. */
+sp_status sp_cuda_augment_patches(uint8_t *rgb, int64_t count, int64_t size,
+                                  const uint64_t *seeds, int dihedral, double hed_sigma,
+                                  char *err, size_t err_len);
 
 #endif
