@@ -1,12 +1,14 @@
 /* stain_kernels.cu — Reinhard normalization and stain augmentation as CUDA kernels, one thread
- * per pixel, with the CPU reference's arithmetic in the same order (src/ops/reinhard.c,
- * src/ops/stain_augment.c) in double precision. Compiled with --fmad=false so no multiply-add is
+ * per pixel, with the CPU reference's arithmetic in the same order (src/ops/reinhard.c and its
+ * per-value pieces in src/ops/reinhard_math.h, src/ops/stain_augment.c) in double precision. Compiled with --fmad=false so no multiply-add is
  * fused where the CPU rounds twice; the GPU's pow, cbrt and exp are not correctly rounded, so a
  * byte can differ by one where the exact value lies within an ulp or two of a half-integer
  * (tests/unit/test_cuda_stains.c bounds that). Launchers are C functions returning a
  * cudaError_t as int. */
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include "ops/reinhard_math.h"
 
 namespace {
 
@@ -21,26 +23,6 @@ __constant__ double RGB_TO_XYZ[3][3] = {
     {0.412453, 0.357580, 0.180423}, {0.212671, 0.715160, 0.072169}, {0.019334, 0.119193, 0.950227}};
 __constant__ double WHITE[3] = {0.95047, 1.0, 1.08883};
 
-__device__ double srgb_to_linear(double v) {
-    return v > 0.04045 ? pow((v + 0.055) / 1.055, 2.4) : v / 12.92;
-}
-
-__device__ double lab_f(double t) {
-    return t > 0.008856 ? cbrt(t) : 7.787 * t + 16.0 / 116.0;
-}
-
-__device__ double lab_f_inv(double f) {
-    return f > 0.2068966 ? f * f * f : (f - 16.0 / 116.0) / 7.787;
-}
-
-__device__ uint8_t linear_to_byte(double v) {
-    double s = v > 0.0031308 ? 1.055 * pow(v, 1.0 / 2.4) - 0.055 : 12.92 * v;
-    if (!(s > 0)) {
-        return 0;
-    }
-    return s >= 1.0 ? 255 : (uint8_t)floor(255.0 * s + 0.5);
-}
-
 /* Pixel i of a block: row i / w, column i % w; output channel k at dst[k * plane + row * stride
  * + column] (planar op output) or, with plane 1 and stride 0 and w = n, in place interleaved. */
 __global__ void reinhard_kernel(const uint8_t *__restrict__ src, int64_t src_stride, int64_t w,
@@ -54,12 +36,12 @@ __global__ void reinhard_kernel(const uint8_t *__restrict__ src, int64_t src_str
     const uint8_t *p = src + y * src_stride + 3 * x;
     double lin[3], f[3], lab[3];
     for (int k = 0; k < 3; k++) {
-        lin[k] = srgb_to_linear(p[k] / 255.0);
+        lin[k] = sp_srgb_to_linear(p[k] / 255.0);
     }
     for (int r = 0; r < 3; r++) {
         double v =
             RGB_TO_XYZ[r][0] * lin[0] + RGB_TO_XYZ[r][1] * lin[1] + RGB_TO_XYZ[r][2] * lin[2];
-        f[r] = lab_f(v / WHITE[r]);
+        f[r] = sp_lab_f(v / WHITE[r]);
     }
     lab[0] = 116.0 * f[1] - 16.0;
     lab[1] = 500.0 * (f[0] - f[1]);
@@ -71,11 +53,11 @@ __global__ void reinhard_kernel(const uint8_t *__restrict__ src, int64_t src_str
     double g[3] = {lab[1] / 500.0 + fy, fy, fy - lab[2] / 200.0};
     double xyz[3];
     for (int r = 0; r < 3; r++) {
-        xyz[r] = lab_f_inv(g[r]) * WHITE[r];
+        xyz[r] = sp_lab_f_inv(g[r]) * WHITE[r];
     }
     uint8_t o[3];
     for (int k = 0; k < 3; k++) {
-        o[k] = linear_to_byte(a.inv[k][0] * xyz[0] + a.inv[k][1] * xyz[1] + a.inv[k][2] * xyz[2]);
+        o[k] = sp_linear_to_byte(a.inv[k][0] * xyz[0] + a.inv[k][1] * xyz[1] + a.inv[k][2] * xyz[2]);
     }
     uint8_t *d = dst + y * dst_stride + x * dst_step;
     for (int k = 0; k < 3; k++) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ops/reinhard.h"
+#include "ops/reinhard_math.h"
 #include "slide/overview.h"
 
 /* sRGB primaries to XYZ (the matrix scikit-image and OpenCV use) and the D65 white. */
@@ -42,34 +43,14 @@ void sp_reinhard_xyz_to_rgb(double inv[3][3]) {
     xyz_to_rgb_matrix(inv);
 }
 
-static double srgb_to_linear(double v) {
-    return v > 0.04045 ? pow((v + 0.055) / 1.055, 2.4) : v / 12.92;
-}
-
-static double lab_f(double t) {
-    return t > 0.008856 ? cbrt(t) : 7.787 * t + 16.0 / 116.0;
-}
-
-static double lab_f_inv(double f) {
-    return f > 0.2068966 ? f * f * f : (f - 16.0 / 116.0) / 7.787;
-}
-
-static uint8_t linear_to_byte(double v) {
-    double s = v > 0.0031308 ? 1.055 * pow(v, 1.0 / 2.4) - 0.055 : 12.92 * v;
-    if (!(s > 0)) { /* NaN too */
-        return 0;
-    }
-    return s >= 1.0 ? 255 : (uint8_t)floor(255.0 * s + 0.5);
-}
-
-/* The linear value of each 8-bit code: the same doubles srgb_to_linear gives, computed once. */
+/* The linear value of each 8-bit code: the same doubles sp_srgb_to_linear gives, computed once. */
 typedef struct linear_table {
     double v[256];
 } linear_table;
 
 static void linear_table_init(linear_table *t) {
     for (int i = 0; i < 256; i++) {
-        t->v[i] = srgb_to_linear(i / 255.0);
+        t->v[i] = sp_srgb_to_linear(i / 255.0);
     }
 }
 
@@ -78,7 +59,7 @@ static void lab_of(const linear_table *t, const uint8_t rgb[3], double lab[3]) {
     for (int i = 0; i < 3; i++) {
         double x =
             RGB_TO_XYZ[i][0] * lin[0] + RGB_TO_XYZ[i][1] * lin[1] + RGB_TO_XYZ[i][2] * lin[2];
-        f[i] = lab_f(x / WHITE[i]);
+        f[i] = sp_lab_f(x / WHITE[i]);
     }
     lab[0] = 116.0 * f[1] - 16.0;
     lab[1] = 500.0 * (f[0] - f[1]);
@@ -96,10 +77,10 @@ static void lab_to_rgb_with(const double inv[3][3], const double lab[3], uint8_t
     double f[3] = {lab[1] / 500.0 + fy, fy, fy - lab[2] / 200.0};
     double xyz[3];
     for (int i = 0; i < 3; i++) {
-        xyz[i] = lab_f_inv(f[i]) * WHITE[i];
+        xyz[i] = sp_lab_f_inv(f[i]) * WHITE[i];
     }
     for (int k = 0; k < 3; k++) {
-        rgb[k] = linear_to_byte(inv[k][0] * xyz[0] + inv[k][1] * xyz[1] + inv[k][2] * xyz[2]);
+        rgb[k] = sp_linear_to_byte(inv[k][0] * xyz[0] + inv[k][1] * xyz[1] + inv[k][2] * xyz[2]);
     }
 }
 
