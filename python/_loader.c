@@ -70,13 +70,12 @@ static int parse_config(PyObject *tuple, size_t n_slides, config *out) {
     memset(out, 0, sizeof *out);
     c->struct_size = sizeof *c;
     int dtype, layout, numa, cuda, normalize;
-    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipiiOOiOOd", &c->size, &c->batch_size,
-                          &dtype, &layout, &c->format.mean[0], &c->format.mean[1],
-                          &c->format.mean[2], &c->format.std[0], &c->format.std[1],
-                          &c->format.std[2], &c->dihedral, &c->hed_sigma, &stains_obj,
-                          &target_obj, &c->prefetch, &c->threads, &c->pinned, &numa, &cuda,
-                          &geometry_obj, &photometric_obj, &normalize, &reinhard_obj,
-                          &reinhard_target_obj, &c->stain_sigma)) {
+    if (!PyArg_ParseTuple(tuple, "LLii(fff)(fff)pdOOiipiiOOiOOd", &c->size, &c->batch_size, &dtype,
+                          &layout, &c->format.mean[0], &c->format.mean[1], &c->format.mean[2],
+                          &c->format.std[0], &c->format.std[1], &c->format.std[2], &c->dihedral,
+                          &c->hed_sigma, &stains_obj, &target_obj, &c->prefetch, &c->threads,
+                          &c->pinned, &numa, &cuda, &geometry_obj, &photometric_obj, &normalize,
+                          &reinhard_obj, &reinhard_target_obj, &c->stain_sigma)) {
         return -1;
     }
     c->format.dtype = (sp_batch_dtype)dtype;
@@ -155,6 +154,42 @@ static int request_view(PyObject *obj, Py_buffer *view, size_t *n) {
     return 0;
 }
 
+/* What Loader and patches_read both take: the slides, the config tuple and the requests. */
+typedef struct inputs {
+    sp_slide **slides;
+    Py_ssize_t n_slides;
+    config cfg;
+    Py_buffer reqs;
+    size_t n_reqs;
+    int have_reqs;
+} inputs;
+
+static void release_inputs(inputs *in) {
+    if (in->have_reqs) {
+        PyBuffer_Release(&in->reqs);
+        in->have_reqs = 0;
+    }
+    PyMem_Free(in->slides);
+    PyMem_Free(in->cfg.stains);
+    PyMem_Free(in->cfg.reinhard);
+    in->slides = NULL;
+    in->cfg.stains = NULL;
+    in->cfg.reinhard = NULL;
+}
+
+/* Parse (slides, requests, config) into `in`; 0, or -1 with an exception set and nothing held. */
+static int get_inputs(PyObject *slides, PyObject *reqs, PyObject *config_obj, inputs *in) {
+    memset(in, 0, sizeof *in);
+    in->slides = slide_array(slides, &in->n_slides);
+    if (in->slides == NULL || parse_config(config_obj, (size_t)in->n_slides, &in->cfg) != 0 ||
+        request_view(reqs, &in->reqs, &in->n_reqs) != 0) {
+        release_inputs(in);
+        return -1;
+    }
+    in->have_reqs = 1;
+    return 0;
+}
+
 /* ---- Batch ---------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -173,7 +208,8 @@ static void batch_dealloc(core_batch *self) {
 }
 
 /* A Batch over `b` (taken over) with the shape of its patches: (n, group, ...) when group > 1. */
-static PyObject *batch_new(sp_batch *b, const sp_loader_config *c, int64_t group) {
+static PyObject *batch_new(sp_batch *b, int64_t size, const sp_batch_format *format,
+                           int64_t group) {
     core_batch *self = PyObject_New(core_batch, &core_batch_type);
     if (self == NULL) {
         sp_batch_free(b);
@@ -185,11 +221,11 @@ static PyObject *batch_new(sp_batch *b, const sp_loader_config *c, int64_t group
     if (group > 1) {
         self->shape[at++] = group;
     }
-    int64_t hwc[3] = {c->size, c->size, 3}, chw[3] = {3, c->size, c->size};
-    memcpy(self->shape + at, c->format.layout == SP_BATCH_NCHW ? chw : hwc, sizeof hwc);
+    int64_t hwc[3] = {size, size, 3}, chw[3] = {3, size, size};
+    memcpy(self->shape + at, format->layout == SP_BATCH_NCHW ? chw : hwc, sizeof hwc);
     self->ndim = at + 3;
-    self->dtype_code = c->format.dtype == SP_BATCH_UINT8 ? SP_DL_UINT : SP_DL_FLOAT;
-    self->dtype_bits = (uint8_t)(8 * sp_batch_dtype_bytes(c->format.dtype));
+    self->dtype_code = format->dtype == SP_BATCH_UINT8 ? SP_DL_UINT : SP_DL_FLOAT;
+    self->dtype_bits = (uint8_t)(8 * sp_batch_dtype_bytes(format->dtype));
     return (PyObject *)self;
 }
 
@@ -353,7 +389,8 @@ typedef struct {
     PyObject ob_base;
     sp_loader *loader;
     PyObject *slides; /* a tuple of core Slides, each counted as read while the loader lives */
-    sp_loader_config config;
+    int64_t size;     /* what a batch's shape and dtype come from */
+    sp_batch_format format;
     int64_t group;
     int busy; /* a thread is waiting in next() with the GIL released */
 } core_loader;
@@ -393,50 +430,38 @@ static int loader_init(core_loader *self, PyObject *args, PyObject *kwds) {
     if (slides == NULL) {
         return -1;
     }
-    Py_ssize_t n_slides;
-    sp_slide **arr = slide_array(slides, &n_slides);
-    config cfg = {0};
-    Py_buffer view = {0};
-    size_t n_reqs = 0;
-    int rc = -1;
-    if (arr == NULL || parse_config(config_obj, (size_t)n_slides, &cfg) != 0 ||
-        request_view(reqs_obj, &view, &n_reqs) != 0) {
-        goto done;
+    inputs in;
+    if (get_inputs(slides, reqs_obj, config_obj, &in) != 0) {
+        Py_DECREF(slides);
+        return -1;
     }
-    if (group < 1 || cfg.c.batch_size % group != 0) {
+    int rc = -1;
+    if (group < 1 || in.cfg.c.batch_size % group != 0) {
         PyErr_SetString(PyExc_ValueError, "group must divide the batch size");
-        PyBuffer_Release(&view);
         goto done;
     }
     char err[512] = "";
     sp_loader *l = NULL;
     sp_status st;
-    Py_BEGIN_ALLOW_THREADS st =
-        sp_loader_create(arr, (size_t)n_slides, view.buf, n_reqs, &cfg.c, &l, err, sizeof err);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
-    if (st != SP_OK) {
+    Py_BEGIN_ALLOW_THREADS st = sp_loader_create(in.slides, (size_t)in.n_slides, in.reqs.buf,
+                                                 in.n_reqs, &in.cfg.c, &l, err, sizeof err);
+    Py_END_ALLOW_THREADS if (st != SP_OK) {
         raise_status(st, err);
         goto done;
     }
-    self->loader = l;
-    self->config = cfg.c;
-    self->config.source_stains = NULL; /* the loader has its own copies */
-    self->config.geometry = NULL;
-    self->config.photometric = NULL;
-    self->config.source_reinhard = NULL;
-    self->config.reinhard_target = NULL;
+    self->loader = l; /* it has its own copies of everything the config points at */
+    self->size = in.cfg.c.size;
+    self->format = in.cfg.c.format;
     self->group = group;
     self->slides = slides;
     slides = NULL;
-    for (Py_ssize_t i = 0; i < n_slides; i++) {
+    for (Py_ssize_t i = 0; i < in.n_slides; i++) {
         ((core_slide *)PyTuple_GET_ITEM(self->slides, i))->readers++;
     }
     rc = 0;
 done:
     Py_XDECREF(slides);
-    PyMem_Free(arr);
-    PyMem_Free(cfg.stains);
-    PyMem_Free(cfg.reinhard);
+    release_inputs(&in);
     return rc;
 }
 
@@ -460,7 +485,7 @@ static PyObject *loader_next(core_loader *self, PyObject *unused) {
     if (b == NULL) {
         Py_RETURN_NONE;
     }
-    return batch_new(b, &self->config, self->group);
+    return batch_new(b, self->size, &self->format, self->group);
 }
 
 static PyObject *loader_stats(core_loader *self, PyObject *unused) {
@@ -511,39 +536,35 @@ static PyObject *core_patches_read(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO", &slides_obj, &reqs_obj, &config_obj, &out_obj)) {
         return NULL;
     }
-    Py_ssize_t n_slides;
-    sp_slide **arr = slide_array(slides_obj, &n_slides);
-    config cfg = {0};
-    Py_buffer reqs = {0}, out = {0};
-    size_t n = 0;
-    sp_status *statuses = NULL;
+    inputs in;
+    if (get_inputs(slides_obj, reqs_obj, config_obj, &in) != 0) {
+        return NULL;
+    }
+    const sp_loader_config *c = &in.cfg.c;
+    int64_t patch = c->size * c->size * 3 * sp_batch_dtype_bytes(c->format.dtype);
+    sp_status *statuses = PyMem_Calloc(in.n_reqs ? in.n_reqs : 1, sizeof *statuses);
+    Py_buffer out;
     PyObject *result = NULL;
-    if (arr == NULL || parse_config(config_obj, (size_t)n_slides, &cfg) != 0 ||
-        request_view(reqs_obj, &reqs, &n) != 0) {
+    if (statuses == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
-    int64_t patch = cfg.c.size * cfg.c.size * 3 * sp_batch_dtype_bytes(cfg.c.format.dtype);
-    statuses = PyMem_Calloc(n ? n : 1, sizeof *statuses);
-    if (statuses == NULL || get_out_buffer(out_obj, &out, patch * (int64_t)n) != 0) {
-        PyBuffer_Release(&reqs);
+    if (get_out_buffer(out_obj, &out, patch * (int64_t)in.n_reqs) != 0) {
         goto done;
     }
     char err[512] = "";
     sp_status st;
-    Py_BEGIN_ALLOW_THREADS st = sp_patches_read(arr, (size_t)n_slides, reqs.buf, n, &cfg.c, out.buf,
-                                                statuses, err, sizeof err);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&reqs);
-    PyBuffer_Release(&out);
+    Py_BEGIN_ALLOW_THREADS st = sp_patches_read(in.slides, (size_t)in.n_slides, in.reqs.buf,
+                                                in.n_reqs, c, out.buf, statuses, err, sizeof err);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&out);
     if (st != SP_OK && err[0] != '\0') {
         raise_status(st, err);
         goto done;
     }
-    result = status_list(statuses, (int64_t)n);
+    result = status_list(statuses, (int64_t)in.n_reqs);
 done:
     PyMem_Free(statuses);
-    PyMem_Free(arr);
-    PyMem_Free(cfg.stains);
-    PyMem_Free(cfg.reinhard);
+    release_inputs(&in);
     return result;
 }
 

@@ -435,7 +435,7 @@ class PatchSampler:
             reqs["level"], reqs["x"], reqs["y"] = self.level, tiles["x"], tiles["y"]
             return reqs
         reqs["level"] = -1
-        ds = np.array([d for d in self.downsamples])[slide]
+        ds = np.asarray(self.downsamples, dtype=np.float64)[slide]
         if self.context is None:
             reqs["downsample"], reqs["x"], reqs["y"] = ds, tiles["x"], tiles["y"]
             return reqs
@@ -467,7 +467,6 @@ class PatchSampler:
                         batch_size=b * self.group, prefetch=self.prefetch, threads=self.threads,
                         pinned=self.pinned, numa=self.numa, device=self.device,
                         group=self.group, **self.steps())
-        self.last_loader = loader
         try:
             for batch in loader:
                 first, n = batch.first // self.group, batch.count // self.group
@@ -527,11 +526,6 @@ class PatchSampler:
         world_size, on_error, numa) only decide how the batches are made, not which."""
         from .manifest import sampler_from_manifest
         return sampler_from_manifest(cls, manifest, run_options)
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("last_loader", None)
-        return state
 
     def close(self):
         """Close the slides this sampler opened."""
