@@ -51,6 +51,8 @@ import time
 
 import numpy as np
 
+import bench_train  # the same directory: its draws() is the definition once
+
 SLIDES = "/work/bench-slides/jpeg-svs.svs,/work/bench-slides/jpeg.tif"
 SIZE, MIN_TISSUE, SEED, SIGMA = 224, 0.5, 1, 0.05
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -59,21 +61,13 @@ TARGET_RATIO, TARGET_PER_CORE = 5.0, 650.0
 
 HED = np.array([[0.65, 0.70, 0.29], [0.07, 0.99, 0.11], [0.27, 0.57, 0.78]], dtype=np.float32)
 HED_INV = np.linalg.inv(HED.astype(np.float64)).astype(np.float32)
-MASK64 = (1 << 64) - 1
 
 
 # --- the peers' per-patch work, in numpy (float32) -------------------------------------------
 
 def draws(seed):
-    """The seven numbers docs/train.md draws from a patch's seed (splitmix64)."""
-    state, out = int(seed), []
-    for _ in range(7):
-        state = (state + 0x9E3779B97F4A7C15) & MASK64
-        z = state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        out.append(((z ^ (z >> 31)) >> 11) * 2.0**-53)
-    return np.array(out, dtype=np.float32)
+    """The seven numbers docs/train.md draws from a patch's seed (bench_train.draws), float32."""
+    return np.array(bench_train.draws(seed), dtype=np.float32)
 
 
 def od(rgb):
