@@ -483,96 +483,6 @@ static void reduce_band(converter *c, int k) {
 
 /* ---- metadata ---------------------------------------------------------------------------- */
 
-/* The multiscales list; OME-Zarr 0.4 carries "version" inside it, 0.5 in attributes.ome. *ok
- * becomes false when a string could not be added (out of memory), as in slidepipe_json. */
-static cJSON *multiscales_json(const converter *c, bool with_version, bool *ok) {
-    cJSON *list = cJSON_CreateArray();
-    cJSON *ms = cJSON_CreateObject();
-    cJSON_AddItemToArray(list, ms);
-    if (with_version) {
-        cJSON_AddStringToObject(ms, "version", "0.4");
-    }
-    const char *name = sp_slide_file_name(c->slide);
-    if (name != NULL) {
-        *ok &= sp_json_add_string(ms, "name", name);
-    }
-    double mx = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_X);
-    double my = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_Y);
-    if (mx == 0) {
-        mx = my;
-    }
-    if (my == 0) {
-        my = mx;
-    }
-    const char *unit = mx > 0 ? "micrometer" : NULL;
-    if (mx == 0) {
-        mx = my = 1.0;
-    }
-    cJSON *axes = cJSON_AddArrayToObject(ms, "axes");
-    if (c->layout == SP_ZARR_LAYOUT_CYX) {
-        cJSON_AddItemToArray(axes, sp_ome_axis("c", "channel", NULL));
-    }
-    cJSON_AddItemToArray(axes, sp_ome_axis("y", "space", unit));
-    cJSON_AddItemToArray(axes, sp_ome_axis("x", "space", unit));
-    if (c->layout == SP_ZARR_LAYOUT_YXC) {
-        cJSON_AddItemToArray(axes, sp_ome_axis("c", "channel", NULL));
-    }
-    cJSON *datasets = cJSON_AddArrayToObject(ms, "datasets");
-    for (int k = 0; k < c->n_levels; k++) {
-        cJSON *d = cJSON_CreateObject();
-        char path[16];
-        snprintf(path, sizeof path, "%d", k);
-        cJSON_AddStringToObject(d, "path", path);
-        cJSON *cts = cJSON_AddArrayToObject(d, "coordinateTransformations");
-        cJSON *scale = cJSON_CreateObject();
-        cJSON_AddStringToObject(scale, "type", "scale");
-        double f = ldexp(1.0, k);
-        double v[3];
-        if (c->layout == SP_ZARR_LAYOUT_CYX) {
-            v[0] = 1;
-            v[1] = my * f;
-            v[2] = mx * f;
-        } else {
-            v[0] = my * f;
-            v[1] = mx * f;
-            v[2] = 1;
-        }
-        cJSON_AddItemToObject(scale, "scale", cJSON_CreateDoubleArray(v, 3));
-        cJSON_AddItemToArray(cts, scale);
-        cJSON_AddItemToArray(datasets, d);
-    }
-    cJSON_AddStringToObject(ms, "type", "mean");
-    cJSON *meta = cJSON_AddObjectToObject(ms, "metadata");
-    cJSON_AddStringToObject(meta, "description",
-                            "each level is the 2x2 mean of the level above, rounded half up: "
-                            "(a + b + c + d + 2) >> 2; an odd last row or column is dropped");
-    cJSON_AddStringToObject(meta, "method", "slidepipe convert");
-    cJSON_AddStringToObject(meta, "version", sp_version());
-    return list;
-}
-
-static cJSON *omero_json(void) {
-    static const char *labels[3] = {"R", "G", "B"};
-    static const char *colors[3] = {"FF0000", "00FF00", "0000FF"};
-    cJSON *omero = cJSON_CreateObject();
-    cJSON *channels = cJSON_AddArrayToObject(omero, "channels");
-    for (int i = 0; i < 3; i++) {
-        cJSON *ch = cJSON_CreateObject();
-        cJSON_AddStringToObject(ch, "label", labels[i]);
-        cJSON_AddStringToObject(ch, "color", colors[i]);
-        cJSON_AddBoolToObject(ch, "active", 1);
-        cJSON *win = cJSON_AddObjectToObject(ch, "window");
-        cJSON_AddNumberToObject(win, "start", 0);
-        cJSON_AddNumberToObject(win, "end", 255);
-        cJSON_AddNumberToObject(win, "min", 0);
-        cJSON_AddNumberToObject(win, "max", 255);
-        cJSON_AddItemToArray(channels, ch);
-    }
-    cJSON *rdefs = cJSON_AddObjectToObject(omero, "rdefs");
-    cJSON_AddStringToObject(rdefs, "model", "color");
-    return omero;
-}
-
 /* The path of associated image `name` inside the store: associated/<name>, with anything but
  * letters, digits, '-', '_' and inner '.' replaced by '_' so a name cannot leave the folder. */
 static void associated_path(const char *name, char *out, size_t len) {
@@ -624,60 +534,35 @@ static cJSON *slidepipe_json(const converter *c, bool *ok) {
     return sp;
 }
 
-/* Write `doc` (freed here) as `relpath`; `complete` false (a part could not be built) is out of
- * memory, never a file with a part missing. */
-static sp_status write_json(converter *c, const char *relpath, cJSON *doc, bool complete,
-                           sp_err *err) {
-    char *text = doc && complete ? cJSON_Print(doc) : NULL;
-    cJSON_Delete(doc);
-    if (text == NULL) {
-        return sp_err_set(err, SP_E_NOMEM, "out of memory formatting %s", relpath);
-    }
-    sp_status st = sp_zarr_store_write_json(c->store, relpath, text, err);
-    free(text);
-    return st;
-}
-
 static sp_status write_group_metadata(converter *c, sp_err *err) {
-    sp_status st;
-    if (c->zarr_version == 2) {
-        cJSON *g = cJSON_CreateObject();
-        cJSON_AddNumberToObject(g, "zarr_format", 2);
-        st = write_json(c, ".zgroup", g, true, err);
-        if (st == SP_OK) {
-            bool ok = true;
-            cJSON *attrs = cJSON_CreateObject();
-            cJSON_AddItemToObject(attrs, "multiscales", multiscales_json(c, true, &ok));
-            cJSON_AddItemToObject(attrs, "omero", omero_json());
-            cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c, &ok));
-            st = write_json(c, ".zattrs", attrs, ok, err);
-        }
-        if (st == SP_OK && sp_slide_associated_count(c->slide) > 0) {
-            cJSON *ag = cJSON_CreateObject();
-            cJSON_AddNumberToObject(ag, "zarr_format", 2);
-            st = write_json(c, "associated/.zgroup", ag, true, err);
-        }
+    sp_ome_multiscales_spec spec = {
+        .name = sp_slide_file_name(c->slide),
+        .mpp_x = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_X),
+        .mpp_y = sp_slide_mpp_property(c->slide, SP_PROPERTY_MPP_Y),
+        .channels_last = c->layout == SP_ZARR_LAYOUT_YXC,
+        .levels = c->n_levels,
+        .first_scale = 1.0,
+        .type = "mean",
+        .description = "each level is the 2x2 mean of the level above, rounded half up: "
+                       "(a + b + c + d + 2) >> 2; an odd last row or column is dropped",
+        .method = "slidepipe convert",
+    };
+    bool ok = true;
+    cJSON *ms = sp_ome_multiscales(&spec, c->zarr_version == 2, &ok);
+    cJSON *sp = slidepipe_json(c, &ok);
+    sp_status st = sp_ome_write_group(c->store, c->zarr_version, ms, sp_ome_omero_rgb(), sp, ok,
+                                      err);
+    if (st != SP_OK || sp_slide_associated_count(c->slide) == 0) {
         return st;
     }
-    cJSON *g = cJSON_CreateObject();
-    cJSON_AddNumberToObject(g, "zarr_format", 3);
-    cJSON_AddStringToObject(g, "node_type", "group");
-    cJSON *attrs = cJSON_AddObjectToObject(g, "attributes");
-    cJSON *ome = cJSON_AddObjectToObject(attrs, "ome");
-    cJSON_AddStringToObject(ome, "version", "0.5");
-    bool ok = true;
-    cJSON_AddItemToObject(ome, "multiscales", multiscales_json(c, false, &ok));
-    cJSON_AddItemToObject(ome, "omero", omero_json());
-    cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(c, &ok));
-    st = write_json(c, "zarr.json", g, ok, err);
-    if (st == SP_OK && sp_slide_associated_count(c->slide) > 0) {
-        cJSON *ag = cJSON_CreateObject();
-        cJSON_AddNumberToObject(ag, "zarr_format", 3);
-        cJSON_AddStringToObject(ag, "node_type", "group");
-        cJSON_AddObjectToObject(ag, "attributes");
-        st = write_json(c, "associated/zarr.json", ag, true, err);
+    cJSON *ag = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ag, "zarr_format", c->zarr_version);
+    if (c->zarr_version == 2) {
+        return sp_ome_write_json(c->store, "associated/.zgroup", ag, true, err);
     }
-    return st;
+    cJSON_AddStringToObject(ag, "node_type", "group");
+    cJSON_AddObjectToObject(ag, "attributes");
+    return sp_ome_write_json(c->store, "associated/zarr.json", ag, true, err);
 }
 
 /* What the conversion was started with; compared on resume. */

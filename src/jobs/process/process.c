@@ -110,50 +110,6 @@ typedef struct process_ctx {
     char pixel_hash[65];     /* "" until the run is done, and for float32 results */
 } process_ctx;
 
-static cJSON *multiscales_json(const process_ctx *p, bool with_version) {
-    cJSON *list = cJSON_CreateArray();
-    cJSON *ms = cJSON_CreateObject();
-    cJSON_AddItemToArray(list, ms);
-    if (with_version) {
-        cJSON_AddStringToObject(ms, "version", "0.4");
-    }
-    char name[128];
-    snprintf(name, sizeof name, "%s of level %d", p->spec, (int)p->level);
-    cJSON_AddStringToObject(ms, "name", name);
-    double mx = sp_slide_mpp_property(p->slide, SP_PROPERTY_MPP_X);
-    double my = sp_slide_mpp_property(p->slide, SP_PROPERTY_MPP_Y);
-    if (mx == 0) {
-        mx = my;
-    }
-    if (my == 0) {
-        my = mx;
-    }
-    const char *unit = mx > 0 ? "micrometer" : NULL;
-    if (mx == 0) {
-        mx = my = 1.0;
-    }
-    double ds = 1.0;
-    sp_slide_level_downsample(p->slide, p->level, &ds);
-    cJSON *axes = cJSON_AddArrayToObject(ms, "axes");
-    cJSON_AddItemToArray(axes, sp_ome_axis("c", "channel", NULL));
-    cJSON_AddItemToArray(axes, sp_ome_axis("y", "space", unit));
-    cJSON_AddItemToArray(axes, sp_ome_axis("x", "space", unit));
-    cJSON *datasets = cJSON_AddArrayToObject(ms, "datasets");
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "path", "0");
-    cJSON *cts = cJSON_AddArrayToObject(d, "coordinateTransformations");
-    cJSON *scale = cJSON_CreateObject();
-    cJSON_AddStringToObject(scale, "type", "scale");
-    double v[3] = {1, my * ds, mx * ds};
-    cJSON_AddItemToObject(scale, "scale", cJSON_CreateDoubleArray(v, 3));
-    cJSON_AddItemToArray(cts, scale);
-    cJSON_AddItemToArray(datasets, d);
-    cJSON *meta = cJSON_AddObjectToObject(ms, "metadata");
-    cJSON_AddStringToObject(meta, "method", "slidepipe process");
-    cJSON_AddStringToObject(meta, "version", sp_version());
-    return list;
-}
-
 /* A double written with 17 significant digits, so that it reads back as the same double
  * (cJSON's own printing may drop the last bit). */
 static cJSON *exact_number(double v) {
@@ -245,44 +201,23 @@ static cJSON *slidepipe_json(const process_ctx *p, bool *ok) {
     return sp;
 }
 
-/* Write `doc` (freed here) as `relpath`; `complete` false (a part could not be built) is out of
- * memory, never a file with a part missing. */
-static sp_status write_json(sp_zarr_store *store, const char *relpath, cJSON *doc, bool complete,
-                           sp_err *err) {
-    char *text = doc && complete ? cJSON_Print(doc) : NULL;
-    cJSON_Delete(doc);
-    if (text == NULL) {
-        return sp_err_set(err, SP_E_NOMEM, "out of memory formatting %s", relpath);
-    }
-    sp_status st = sp_zarr_store_write_json(store, relpath, text, err);
-    free(text);
-    return st;
-}
-
 static sp_status write_group_metadata(const process_ctx *p, sp_zarr_store *store, sp_err *err) {
-    if (p->zarr_version == 2) {
-        cJSON *g = cJSON_CreateObject();
-        cJSON_AddNumberToObject(g, "zarr_format", 2);
-        sp_status st = write_json(store, ".zgroup", g, true, err);
-        if (st != SP_OK) {
-            return st;
-        }
-        bool ok = true;
-        cJSON *attrs = cJSON_CreateObject();
-        cJSON_AddItemToObject(attrs, "multiscales", multiscales_json(p, true));
-        cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(p, &ok));
-        return write_json(store, ".zattrs", attrs, ok, err);
-    }
-    cJSON *g = cJSON_CreateObject();
-    cJSON_AddNumberToObject(g, "zarr_format", 3);
-    cJSON_AddStringToObject(g, "node_type", "group");
-    cJSON *attrs = cJSON_AddObjectToObject(g, "attributes");
-    cJSON *ome = cJSON_AddObjectToObject(attrs, "ome");
-    cJSON_AddStringToObject(ome, "version", "0.5");
+    char name[128];
+    snprintf(name, sizeof name, "%s of level %d", p->spec, (int)p->level);
+    double ds = 1.0;
+    sp_slide_level_downsample(p->slide, p->level, &ds);
+    sp_ome_multiscales_spec spec = {
+        .name = name,
+        .mpp_x = sp_slide_mpp_property(p->slide, SP_PROPERTY_MPP_X),
+        .mpp_y = sp_slide_mpp_property(p->slide, SP_PROPERTY_MPP_Y),
+        .levels = 1,
+        .first_scale = ds,
+        .method = "slidepipe process",
+    };
     bool ok = true;
-    cJSON_AddItemToObject(ome, "multiscales", multiscales_json(p, false));
-    cJSON_AddItemToObject(attrs, "slidepipe", slidepipe_json(p, &ok));
-    return write_json(store, "zarr.json", g, ok, err);
+    cJSON *ms = sp_ome_multiscales(&spec, p->zarr_version == 2, &ok);
+    cJSON *sp = slidepipe_json(p, &ok);
+    return sp_ome_write_group(store, p->zarr_version, ms, NULL, sp, ok, err);
 }
 
 /* ---- the run ----------------------------------------------------------------------------- */
