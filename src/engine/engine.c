@@ -62,12 +62,16 @@ typedef struct engine {
 
 static void fail(engine *e, const sp_err *err) {
     pthread_mutex_lock(&e->lock);
-    if (!e->failed) {
+    bool first = !e->failed;
+    if (first) {
         e->err = *err;
         e->failed = true;
     }
     pthread_cond_broadcast(&e->changed);
     pthread_mutex_unlock(&e->lock);
+    if (first && e->job->sink_abort != NULL) {
+        e->job->sink_abort(e->job->sink_ctx);
+    }
 }
 
 static bool failed(engine *e) {

@@ -45,6 +45,9 @@ typedef struct sp_engine_job {
     bool cuda;     /* tiles: run the op on the GPU (each worker with its own stream) */
     sp_engine_sink_fn sink;
     void *sink_ctx;
+    /* May be NULL. Called once, from any thread, when the run fails (a read, the op, a sink), so
+     * that a sink which waits for chunks still to come (convert's pyramid) can stop waiting. */
+    void (*sink_abort)(void *sink_ctx);
     sp_progress_fn progress; /* may be NULL; called from the calling thread */
     void *progress_user;
 } sp_engine_job;

@@ -76,6 +76,7 @@ typedef struct sp_op {
     sp_status (*cpu)(const sp_op_params *params, const sp_op_block *block);
 } sp_op;
 
+extern const sp_op sp_op_rgb; /* the identity, as planes: not in the op table (convert uses it) */
 extern const sp_op sp_op_grey;
 extern const sp_op sp_op_od;
 extern const sp_op sp_op_sobel;

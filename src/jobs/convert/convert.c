@@ -1,28 +1,29 @@
 /* convert.c — sp_convert_to_zarr: a whole slide into a content-addressed OME-Zarr pyramid in one
  * streaming pass.
  *
- * Level 0 is read in bands of one chunk row (N rows of the whole width). A pool of worker threads
- * takes the band's chunk columns: each reads its N x N region with sp_slide_read_region (RGB8),
- * puts it into the band (split into c,y,x planes, or kept as y,x,c pixels), copies the chunk out
- * (edges zero-padded) and hands it to the store, which encodes, hashes and writes it atomically.
- * The finished band is then reduced 2x2 into level 1's band (pyramid.c), row pairs split over the
- * same pool; when that band holds N rows, or the level's last row, it is emitted the same way and
- * reduced into level 2, and so on. A row left unpaired at the end of a band (odd N) is carried
- * into the next one. So the slide is read exactly once and memory stays at one band per level
- * (about twice level 0's band) plus two chunks per thread, whatever the slide's size. Chunk bytes
- * depend only on pixels and options, and the store's manifest is sorted by path, so the dataset
- * hash does not depend on the thread count or on timing. Group metadata (.zgroup/.zattrs or
- * zarr.json) is written after the last chunk; the store then writes the arrays' metadata, the
- * manifest and the completion marker. The first file written, slidepipe-convert.json, records
- * the options, so that --resume refuses to mix two different conversions in one folder.
- * Each chunk's pixels inside the level also go to the pixel hasher (slide/pixel_hash.h) as the
- * chunk is written, so the pixel hash recorded in the group attributes is folded from exactly the
- * arrays written, in the same pass, without reading the store back (a resumed run recomputes every
- * level from the slide, so it folds every chunk too, written or kept).
+ * Level 0 streams through the tile engine (engine/engine.h) with the identity op `rgb`: the
+ * engine reads chunk x chunk tiles ahead on its workers and hands each to pyramid_sink as R, G, B
+ * planes. The sink writes the chunk to the store (which encodes, hashes and writes it
+ * atomically) and copies it into its band: a chunk row of level 0, one of BANDS slots, so the
+ * engine can fill band r + 1 while band r is reduced. The sink call that completes the next band
+ * in order reduces it 2x2 into level 1's band (pyramid.c), row pairs split over the library's
+ * thread pool; when that band holds N rows, or the level's last row, it is written the same way
+ * and reduced into level 2, and so on. A row left unpaired at the end of a band (odd N) is carried
+ * into the next one. So the slide is read exactly once and memory stays at BANDS bands of level 0
+ * plus one band per lower level (about three times level 0's band) plus the engine's tiles in
+ * flight, whatever the slide's size. Chunk bytes depend only on pixels and options, and the
+ * store's manifest is sorted by path, so the dataset hash does not depend on the thread count or
+ * on timing. Group metadata (zarr/ome_json.c) is written after the last chunk; the store then
+ * writes the arrays' metadata, the manifest and the completion marker. The first file written,
+ * slidepipe-convert.json, records the options, so that --resume refuses to mix two different
+ * conversions in one folder. Each chunk's pixels inside the level also go to the pixel hasher
+ * (slide/pixel_hash.h) as the chunk is written, so the pixel hash recorded in the group
+ * attributes is folded from exactly the arrays written, in the same pass, without reading the
+ * store back (a resumed run recomputes every level from the slide, so it folds every chunk too,
+ * written or kept).
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -35,8 +36,11 @@
 #include "base/int_options.h"
 #include "base/numbers.h"
 #include "base/strings.h"
+#include "base/thread_pool.h"
+#include "engine/engine.h"
 #include "io/store.h"
 #include "jobs/convert/pyramid.h"
+#include "ops/op.h"
 #include "slide/pixel_hash.h"
 #include "slide/slide.h"
 #include "zarr/ome_json.h"
@@ -123,134 +127,18 @@ static sp_status check_options(const sp_convert_options *o, sp_err *err) {
     return SP_OK;
 }
 
-/* ---- a small worker pool ----------------------------------------------------------------- */
-
-/* The caller of pool_run works too (as worker 0), so `threads` threads run in all. Tasks are
- * coarse (a chunk or a row of a band), so handing them out under one mutex costs nothing. */
-typedef void (*task_fn)(void *ctx, int64_t task, int worker);
-
-typedef struct pool {
-    pthread_mutex_t lock;
-    pthread_cond_t work, done;
-    pthread_t *threads;
-    int n_threads; /* started threads, not counting the caller */
-    task_fn fn;
-    void *ctx;
-    int64_t next, n_tasks, finished;
-    uint64_t generation;
-    bool quit;
-} pool;
-
-typedef struct worker_arg {
-    pool *p;
-    int id;
-} worker_arg;
-
-static void pool_take_tasks(pool *p, int worker) {
-    /* Called with the lock held; returns with it held. */
-    while (p->next < p->n_tasks) {
-        int64_t t = p->next++;
-        pthread_mutex_unlock(&p->lock);
-        p->fn(p->ctx, t, worker);
-        pthread_mutex_lock(&p->lock);
-        if (++p->finished == p->n_tasks) {
-            pthread_cond_broadcast(&p->done);
-        }
-    }
-}
-
-static void *pool_worker(void *arg) {
-    worker_arg *wa = arg;
-    pool *p = wa->p;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&p->lock);
-    for (;;) {
-        while (!p->quit && p->generation == seen) {
-            pthread_cond_wait(&p->work, &p->lock);
-        }
-        if (p->quit) {
-            break;
-        }
-        seen = p->generation;
-        pool_take_tasks(p, wa->id);
-    }
-    pthread_mutex_unlock(&p->lock);
-    free(wa);
-    return NULL;
-}
-
-static void pool_destroy(pool *p) {
-    if (p == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&p->lock);
-    p->quit = true;
-    pthread_cond_broadcast(&p->work);
-    pthread_mutex_unlock(&p->lock);
-    for (int i = 0; i < p->n_threads; i++) {
-        pthread_join(p->threads[i], NULL);
-    }
-    pthread_cond_destroy(&p->work);
-    pthread_cond_destroy(&p->done);
-    pthread_mutex_destroy(&p->lock);
-    free(p->threads);
-    free(p);
-}
-
-static sp_status pool_create(int threads, pool **out, sp_err *err) {
-    pool *p = calloc(1, sizeof *p);
-    if (p == NULL || (p->threads = calloc((size_t)threads, sizeof *p->threads)) == NULL) {
-        free(p);
-        return sp_err_set(err, SP_E_NOMEM, "out of memory for the worker pool");
-    }
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->work, NULL);
-    pthread_cond_init(&p->done, NULL);
-    for (int i = 1; i < threads; i++) {
-        worker_arg *wa = malloc(sizeof *wa);
-        if (wa == NULL) {
-            break; /* fewer threads: slower, still correct */
-        }
-        wa->p = p;
-        wa->id = i;
-        if (pthread_create(&p->threads[p->n_threads], NULL, pool_worker, wa) != 0) {
-            free(wa);
-            break;
-        }
-        p->n_threads++;
-    }
-    *out = p;
-    return SP_OK;
-}
-
-/* Run fn(ctx, t, worker) for t in [0, n) on all threads; returns when every task has finished. */
-static void pool_run(pool *p, int64_t n, task_fn fn, void *ctx) {
-    if (n <= 0) {
-        return;
-    }
-    pthread_mutex_lock(&p->lock);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->next = 0;
-    p->n_tasks = n;
-    p->finished = 0;
-    p->generation++;
-    pthread_cond_broadcast(&p->work);
-    pool_take_tasks(p, 0);
-    while (p->finished < p->n_tasks) {
-        pthread_cond_wait(&p->done, &p->lock);
-    }
-    pthread_mutex_unlock(&p->lock);
-}
-
 /* ---- the converter ----------------------------------------------------------------------- */
+
+/* Level-0 bands held at once: the engine fills band r + 1 while band r is reduced. */
+#define BANDS 2
 
 typedef struct level_state {
     int64_t width, height; /* pixels */
     int64_t cols;          /* chunks across */
     sp_zarr_array *array;
     /* Up to N whole rows: for layout c,y,x three planes of N x width (plane p at p * N * width),
-     * so chunks are row copies and the reducer works on one channel; for y,x,c interleaved RGB. */
+     * so chunks are row copies and the reducer works on one channel; for y,x,c interleaved RGB.
+     * Level 0's points at the band being reduced (one of the converter's band slots). */
     uint8_t *band;
     int64_t band_rows;  /* rows held */
     int64_t band_index; /* the band's chunk row */
@@ -260,6 +148,12 @@ typedef struct level_state {
     bool has_carry;
 } level_state;
 
+/* A level-0 band being filled by the engine's sink calls. */
+typedef struct band_slot {
+    uint8_t *pixels; /* laid out as level_state.band */
+    int64_t chunks;  /* chunks of its band put in so far */
+} band_slot;
+
 typedef struct converter {
     sp_slide *slide;
     sp_zarr_store *store;
@@ -268,18 +162,21 @@ typedef struct converter {
     int zarr_version;
     int n_levels;
     level_state *levels;
-    pool *pool;
-    int n_workers;
-    uint8_t **scratch;       /* per worker: one chunk, laid out for the store */
-    uint8_t **pixels;        /* per worker, layout c,y,x: one chunk of RGB read from the slide */
+    int threads;
     sp_pixel_hasher *hasher; /* every level's pixels, as the chunks are written */
     char pixel_hash[65];
 
-    pthread_mutex_t err_lock;
+    pthread_mutex_t lock; /* guards what follows */
+    pthread_cond_t changed;
+    band_slot slots[BANDS];
+    int64_t reduced;  /* level-0 bands reduced so far; band r may fill its slot once r < reduced + BANDS */
+    bool reducing;    /* a sink call is reducing bands */
+    uint8_t **spare;  /* chunk buffers not in use (a stack of up to max_buffers) */
+    int n_spare, n_buffers, max_buffers;
     sp_err err;
     atomic_bool failed;
 
-    /* The batch being run: which level, and for reductions which rows. */
+    /* The reduction being run (only the reducing call sets these): which level, which rows. */
     int job_level;
     int64_t job_first; /* global row of level job_level paired into output row 0 of the batch */
     int64_t job_band0; /* global row of the band's first row */
@@ -287,22 +184,73 @@ typedef struct converter {
 } converter;
 
 static void record(converter *c, const sp_err *e) {
-    pthread_mutex_lock(&c->err_lock);
+    pthread_mutex_lock(&c->lock);
     if (c->err.status == SP_OK) {
         c->err = *e;
     }
     atomic_store(&c->failed, true);
-    pthread_mutex_unlock(&c->err_lock);
+    pthread_cond_broadcast(&c->changed);
+    pthread_mutex_unlock(&c->lock);
 }
 
-/* Lay out chunk (band_index, col) of a level from its band into `buf` (zero-padded at the edges)
- * and hand it to the store. */
-static void write_band_chunk(converter *c, int k, int64_t col, uint8_t *buf) {
+/* The engine failed elsewhere (a read): stop the sink calls that wait for a band slot. */
+static void stop_waiting(void *ctx) {
+    converter *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    atomic_store(&c->failed, true);
+    pthread_cond_broadcast(&c->changed);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* The error a sink call returns once the run has failed. */
+static sp_status failure(converter *c, sp_err *err) {
+    pthread_mutex_lock(&c->lock);
+    sp_status st = c->err.status;
+    if (st != SP_OK) {
+        *err = c->err;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st != SP_OK ? st : sp_err_set(err, SP_E_IO, "stopped: the conversion failed");
+}
+
+/* A chunk buffer (chunk x chunk x 3 bytes), or NULL when out of memory (recorded). */
+static uint8_t *take_buffer(converter *c) {
+    pthread_mutex_lock(&c->lock);
+    while (c->n_spare == 0 && c->n_buffers >= c->max_buffers) {
+        pthread_cond_wait(&c->changed, &c->lock);
+    }
+    uint8_t *buf = c->n_spare > 0 ? c->spare[--c->n_spare] : NULL;
+    if (buf == NULL) {
+        c->n_buffers++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (buf == NULL && (buf = malloc((size_t)(c->chunk * c->chunk * 3))) == NULL) {
+        sp_err e = {0};
+        sp_err_set(&e, SP_E_NOMEM, "out of memory for a chunk buffer");
+        record(c, &e);
+        pthread_mutex_lock(&c->lock);
+        c->n_buffers--;
+        pthread_cond_broadcast(&c->changed);
+        pthread_mutex_unlock(&c->lock);
+    }
+    return buf;
+}
+
+static void give_buffer(converter *c, uint8_t *buf) {
+    pthread_mutex_lock(&c->lock);
+    c->spare[c->n_spare++] = buf;
+    pthread_cond_broadcast(&c->changed);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Lay out chunk (band_index, col) of level k from `band` (rows of it held) into `buf`
+ * (zero-padded at the edges) and hand it to the store. */
+static void write_band_chunk(converter *c, int k, const uint8_t *band, int64_t band_index,
+                             int64_t rows, int64_t col, uint8_t *buf) {
     level_state *l = &c->levels[k];
     int64_t n = c->chunk;
     int64_t x0 = col * n;
     int64_t w = l->width - x0 < n ? l->width - x0 : n;
-    int64_t rows = l->band_rows;
     if (w < n || rows < n) {
         memset(buf, 0, (size_t)(n * n * 3));
     }
@@ -313,30 +261,30 @@ static void write_band_chunk(converter *c, int k, int64_t col, uint8_t *buf) {
     int64_t step = c->layout == SP_ZARR_LAYOUT_CYX ? 1 : 3;
     int64_t stride = c->layout == SP_ZARR_LAYOUT_CYX ? l->width : l->width * 3;
     for (int p = 0; p < 3; p++) {
-        planes[p] = c->layout == SP_ZARR_LAYOUT_CYX ? l->band + p * n * l->width + x0
-                                                    : l->band + x0 * 3 + p;
+        planes[p] =
+            c->layout == SP_ZARR_LAYOUT_CYX ? band + p * n * l->width + x0 : band + x0 * 3 + p;
     }
-    if (sp_pixel_hasher_put(c->hasher, k, x0, l->band_index * n, w, rows, planes, step, stride,
+    if (sp_pixel_hasher_put(c->hasher, k, x0, band_index * n, w, rows, planes, step, stride,
                             &e) != SP_OK) {
         record(c, &e);
         return;
     }
     if (c->layout == SP_ZARR_LAYOUT_CYX) {
         for (int p = 0; p < 3; p++) {
-            const uint8_t *src = l->band + p * n * l->width + x0;
+            const uint8_t *src = band + p * n * l->width + x0;
             for (int64_t y = 0; y < rows; y++) {
                 memcpy(buf + (p * n + y) * n, src + y * l->width, (size_t)w);
             }
         }
         index[0] = 0;
-        index[1] = l->band_index;
+        index[1] = band_index;
         index[2] = col;
     } else {
-        const uint8_t *src = l->band + x0 * 3;
+        const uint8_t *src = band + x0 * 3;
         for (int64_t y = 0; y < rows; y++) {
             memcpy(buf + y * n * 3, src + y * l->width * 3, (size_t)(w * 3));
         }
-        index[0] = l->band_index;
+        index[0] = band_index;
         index[1] = col;
         index[2] = 0;
     }
@@ -345,47 +293,18 @@ static void write_band_chunk(converter *c, int k, int64_t col, uint8_t *buf) {
     }
 }
 
-/* Task: read chunk column `col` of the current level-0 band from the slide, then write it. */
-static void task_read_level0(void *ctx, int64_t col, int worker) {
-    converter *c = ctx;
-    if (atomic_load(&c->failed)) {
-        return;
-    }
-    level_state *l = &c->levels[0];
-    int64_t n = c->chunk;
-    int64_t x0 = col * n, y0 = l->band_index * n;
-    int64_t w = l->width - x0 < n ? l->width - x0 : n;
-    bool planar = c->layout == SP_ZARR_LAYOUT_CYX;
-    /* Interleaved bands take the pixels in place; planar ones through the worker's buffer. */
-    uint8_t *dst = planar ? c->pixels[worker] : l->band + x0 * 3;
-    int64_t stride = planar ? w * 3 : l->width * 3;
-    sp_status st =
-        sp_slide_read_region(c->slide, SP_PIXEL_RGB8, dst, stride, 0, x0, y0, w, l->band_rows);
-    if (st != SP_OK) {
-        const char *msg = sp_slide_error(c->slide);
-        sp_err e = {0};
-        sp_err_set(&e, st, "reading level 0 at (%lld, %lld): %s", (long long)x0, (long long)y0,
-                   msg ? msg : sp_status_str(st));
-        record(c, &e);
-        return;
-    }
-    if (planar) {
-        uint8_t *r = l->band + x0, *g = r + n * l->width, *b = g + n * l->width;
-        for (int64_t y = 0; y < l->band_rows; y++) {
-            int64_t o = y * l->width;
-            sp_rgb_to_planes(dst + y * stride, r + o, g + o, b + o, w);
-        }
-    }
-    write_band_chunk(c, 0, col, c->scratch[worker]);
-}
-
 /* Task: write chunk column `col` of the current band of level job_level. */
-static void task_write_band(void *ctx, int64_t col, int worker) {
+static void task_write_band(void *ctx, size_t col) {
     converter *c = ctx;
     if (atomic_load(&c->failed)) {
         return;
     }
-    write_band_chunk(c, c->job_level, col, c->scratch[worker]);
+    uint8_t *buf = take_buffer(c);
+    if (buf != NULL) {
+        level_state *l = &c->levels[c->job_level];
+        write_band_chunk(c, c->job_level, l->band, l->band_index, l->band_rows, (int64_t)col, buf);
+        give_buffer(c, buf);
+    }
 }
 
 /* The address of global row g of level k (plane p in layout c,y,x): a row of its band, or the
@@ -405,12 +324,11 @@ static const uint8_t *source_row(const converter *c, int k, int64_t g, int p) {
 }
 
 /* Task: make output row t of the current reduction (level job_level into job_level + 1). */
-static void task_reduce_row(void *ctx, int64_t t, int worker) {
-    (void)worker;
+static void task_reduce_row(void *ctx, size_t t) {
     converter *c = ctx;
     int k = c->job_level;
     level_state *dst = &c->levels[k + 1];
-    int64_t g = c->job_first + 2 * t, y = c->job_dst0 + t;
+    int64_t g = c->job_first + 2 * (int64_t)t, y = c->job_dst0 + (int64_t)t;
     if (c->layout == SP_ZARR_LAYOUT_CYX) {
         for (int p = 0; p < 3; p++) {
             sp_pyramid_reduce_plane(source_row(c, k, g, p), source_row(c, k, g + 1, p),
@@ -424,11 +342,11 @@ static void task_reduce_row(void *ctx, int64_t t, int worker) {
 
 static void reduce_band(converter *c, int k);
 
-/* Level k's band is complete: write its chunks, feed the level below, and empty it. */
+/* Level k's band (k >= 1) is complete: write its chunks, feed the level below, and empty it. */
 static void emit_band(converter *c, int k) {
     level_state *l = &c->levels[k];
     c->job_level = k;
-    pool_run(c->pool, l->cols, task_write_band, c);
+    sp_pool_run((size_t)l->cols, c->threads, task_write_band, c);
     if (!atomic_load(&c->failed)) {
         reduce_band(c, k);
     }
@@ -456,7 +374,7 @@ static void reduce_band(converter *c, int k) {
         c->job_band0 = band0;
         c->job_first = first + 2 * done;
         c->job_dst0 = dst->band_rows;
-        pool_run(c->pool, seg, task_reduce_row, c);
+        sp_pool_run((size_t)seg, c->threads, task_reduce_row, c);
         dst->band_rows += seg;
         dst->produced += seg;
         done += seg;
@@ -479,6 +397,98 @@ static void reduce_band(converter *c, int k) {
         }
         src->has_carry = true;
     }
+}
+
+/* Reduce level-0 bands in order, from the next one, for as long as the next one is complete.
+ * Only one sink call at a time does this (c->reducing). */
+static void reduce_ready_bands(converter *c) {
+    level_state *l0 = &c->levels[0];
+    int64_t bands = (l0->height + c->chunk - 1) / c->chunk;
+    for (;;) {
+        int64_t r = c->reduced;
+        band_slot *b = &c->slots[r % BANDS];
+        l0->band = b->pixels;
+        l0->band_index = r;
+        l0->band_rows = l0->height - r * c->chunk < c->chunk ? l0->height - r * c->chunk : c->chunk;
+        reduce_band(c, 0);
+        pthread_mutex_lock(&c->lock);
+        b->chunks = 0;
+        c->reduced++;
+        pthread_cond_broadcast(&c->changed);
+        bool more = !atomic_load(&c->failed) && c->reduced < bands &&
+                    c->slots[c->reduced % BANDS].chunks == l0->cols;
+        if (!more) {
+            c->reducing = false;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (!more) {
+            return;
+        }
+    }
+}
+
+/* The engine's sink: chunk (row, col) of level 0, as R, G, B planes of chunk x chunk. It is
+ * written to the store as it is (layout c,y,x) or from the band (y,x,c), and put into its band;
+ * the call that completes the next band to reduce goes on to reduce it into the levels below. */
+static sp_status pyramid_sink(void *ctx, int64_t row, int64_t col, const void *chunk,
+                              sp_err *err) {
+    converter *c = ctx;
+    level_state *l0 = &c->levels[0];
+    int64_t n = c->chunk;
+    pthread_mutex_lock(&c->lock);
+    while (!atomic_load(&c->failed) && row >= c->reduced + BANDS) {
+        pthread_cond_wait(&c->changed, &c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (atomic_load(&c->failed)) {
+        return failure(c, err);
+    }
+    band_slot *b = &c->slots[row % BANDS];
+    const uint8_t *planes = chunk;
+    int64_t x0 = col * n;
+    int64_t w = l0->width - x0 < n ? l0->width - x0 : n;
+    int64_t h = l0->height - row * n < n ? l0->height - row * n : n;
+    if (c->layout == SP_ZARR_LAYOUT_CYX) {
+        for (int p = 0; p < 3; p++) {
+            for (int64_t y = 0; y < h; y++) {
+                memcpy(b->pixels + (p * n + y) * l0->width + x0, planes + (p * n + y) * n,
+                       (size_t)w);
+            }
+        }
+        const uint8_t *hp[3] = {planes, planes + n * n, planes + 2 * n * n};
+        sp_err e = {0};
+        int64_t index[3] = {0, row, col};
+        if (sp_pixel_hasher_put(c->hasher, 0, x0, row * n, w, h, hp, 1, n, &e) != SP_OK ||
+            sp_zarr_array_write_chunk(l0->array, index, chunk, &e) != SP_OK) {
+            record(c, &e);
+        }
+    } else {
+        for (int64_t y = 0; y < h; y++) {
+            uint8_t *dst = b->pixels + y * l0->width * 3 + x0 * 3;
+            const uint8_t *r = planes + y * n, *g = r + n * n, *bl = g + n * n;
+            for (int64_t x = 0; x < w; x++) {
+                dst[3 * x] = r[x];
+                dst[3 * x + 1] = g[x];
+                dst[3 * x + 2] = bl[x];
+            }
+        }
+        uint8_t *buf = take_buffer(c);
+        if (buf != NULL) {
+            write_band_chunk(c, 0, b->pixels, row, h, col, buf);
+            give_buffer(c, buf);
+        }
+    }
+    pthread_mutex_lock(&c->lock);
+    bool reduce = ++b->chunks == l0->cols && row == c->reduced && !c->reducing &&
+                  !atomic_load(&c->failed);
+    if (reduce) {
+        c->reducing = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (reduce) {
+        reduce_ready_bands(c);
+    }
+    return atomic_load(&c->failed) ? failure(c, err) : SP_OK;
 }
 
 /* ---- metadata ---------------------------------------------------------------------------- */
@@ -743,9 +753,14 @@ static sp_status setup_levels(converter *c, const sp_convert_options *o, sp_err 
             return sp_err_set(err, SP_E_LIMIT, "level %d (%lld pixels wide) is too wide", k,
                               (long long)w);
         }
-        l->band = malloc((size_t)band);
+        /* Level 0's bands are the slots the engine's sink fills. */
+        bool filled = true;
+        for (int i = 0; k == 0 && i < BANDS; i++) {
+            filled &= (c->slots[i].pixels = malloc((size_t)band)) != NULL;
+        }
+        l->band = k > 0 ? malloc((size_t)band) : NULL;
         l->carry = k + 1 < c->n_levels ? malloc((size_t)row) : NULL;
-        if (l->band == NULL || (k + 1 < c->n_levels && l->carry == NULL)) {
+        if (!filled || (k > 0 && l->band == NULL) || (k + 1 < c->n_levels && l->carry == NULL)) {
             return sp_err_set(err, SP_E_NOMEM, "out of memory for a %lld x %lld band of level %d",
                               (long long)w, (long long)c->chunk, k);
         }
@@ -792,22 +807,25 @@ static sp_status create_arrays(converter *c, const sp_convert_options *o, sp_err
 }
 
 static void converter_free(converter *c) {
-    pool_destroy(c->pool);
-    for (int i = 0; i < c->n_workers; i++) {
-        free(c->scratch ? c->scratch[i] : NULL);
-        free(c->pixels ? c->pixels[i] : NULL);
+    for (int i = 0; i < c->n_spare; i++) {
+        free(c->spare[i]);
     }
-    free(c->scratch);
-    free(c->pixels);
+    free(c->spare);
+    for (int i = 0; i < BANDS; i++) {
+        free(c->slots[i].pixels);
+    }
     sp_pixel_hasher_free(c->hasher);
     if (c->levels != NULL) {
-        for (int k = 0; k < c->n_levels; k++) {
+        for (int k = 1; k < c->n_levels; k++) {
             free(c->levels[k].band);
+        }
+        for (int k = 0; k < c->n_levels; k++) {
             free(c->levels[k].carry);
         }
         free(c->levels);
     }
-    pthread_mutex_destroy(&c->err_lock);
+    pthread_cond_destroy(&c->changed);
+    pthread_mutex_destroy(&c->lock);
 }
 
 static sp_status convert(converter *c, const char *out_path, const sp_convert_options *o,
@@ -826,22 +844,13 @@ static sp_status convert(converter *c, const char *out_path, const sp_convert_op
     }
     if (st == SP_OK) {
         int threads = (int)o->value[SP_CONVERT_THREADS];
-        c->n_workers = threads > 0 ? threads : default_threads();
-        bool planar = c->layout == SP_ZARR_LAYOUT_CYX;
-        c->scratch = calloc((size_t)c->n_workers, sizeof *c->scratch);
-        c->pixels = calloc((size_t)c->n_workers, sizeof *c->pixels);
-        st = c->scratch && c->pixels ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
-        size_t bytes = (size_t)(c->chunk * c->chunk * 3);
-        for (int i = 0; st == SP_OK && i < c->n_workers; i++) {
-            c->scratch[i] = malloc(bytes);
-            c->pixels[i] = planar ? malloc(bytes) : NULL;
-            if (c->scratch[i] == NULL || (planar && c->pixels[i] == NULL)) {
-                st = sp_err_set(err, SP_E_NOMEM, "out of memory for chunk buffers");
-            }
+        c->threads = threads > 0 ? threads : default_threads();
+        /* Chunk buffers in use at once: one per sink call and one per reducing thread. */
+        c->max_buffers = 2 * c->threads + 1;
+        c->spare = calloc((size_t)c->max_buffers, sizeof *c->spare);
+        if (c->spare == NULL) {
+            st = sp_err_set(err, SP_E_NOMEM, "out of memory");
         }
-    }
-    if (st == SP_OK) {
-        st = pool_create(c->n_workers, &c->pool, err);
     }
     if (st == SP_OK) {
         st = sp_zarr_store_open(out_path, resume, &c->store, err);
@@ -862,24 +871,20 @@ static sp_status convert(converter *c, const char *out_path, const sp_convert_op
         st = sp_pixel_hasher_create(c->n_levels, widths, heights, &c->hasher, err);
     }
 
-    level_state *l0 = st == SP_OK ? &c->levels[0] : NULL;
-    int64_t bands = l0 ? (l0->height + c->chunk - 1) / c->chunk : 0;
-    for (int64_t b = 0; st == SP_OK && b < bands; b++) {
-        l0->band_rows = l0->height - b * c->chunk < c->chunk ? l0->height - b * c->chunk : c->chunk;
-        pool_run(c->pool, l0->cols, task_read_level0, c);
-        if (!atomic_load(&c->failed)) {
-            reduce_band(c, 0);
-        }
-        l0->band_rows = 0;
-        l0->band_index++;
-        if (atomic_load(&c->failed)) {
-            *err = c->err;
-            st = c->err.status;
-            break;
-        }
-        if (progress != NULL) {
-            progress(user, (b + 1) * l0->cols, bands * l0->cols);
-        }
+    if (st == SP_OK) {
+        sp_engine_job job = {
+            .slide = c->slide,
+            .level = 0,
+            .op = &sp_op_rgb,
+            .chunk = c->chunk,
+            .threads = c->threads,
+            .sink = pyramid_sink,
+            .sink_ctx = c,
+            .sink_abort = stop_waiting,
+            .progress = progress,
+            .progress_user = user,
+        };
+        st = sp_engine_run(&job, NULL, err);
     }
     if (st == SP_OK) {
         st = write_associated(c, o, err);
@@ -921,7 +926,8 @@ sp_status sp_convert_to_zarr(sp_slide *slide, const char *out_path,
         }
         if (st == SP_OK) {
             converter c = {0};
-            pthread_mutex_init(&c.err_lock, NULL);
+            pthread_mutex_init(&c.lock, NULL);
+            pthread_cond_init(&c.changed, NULL);
             c.slide = slide;
             c.chunk = options->value[SP_CONVERT_CHUNK];
             c.layout = (int)options->value[SP_CONVERT_LAYOUT];

@@ -1,4 +1,4 @@
-/* pyramid.h — the pixel kernels of the OME-Zarr converter: the 2x2 reducer that makes each
+/* pyramid.h — the pixel kernel of the OME-Zarr converter: the 2x2 reducer that makes each
  * pyramid level from the one above, and the split of interleaved RGB into planes.
  *
  * A level k+1 pixel is the mean of the 2x2 block of level k pixels above it, per channel, rounded
@@ -20,8 +20,5 @@ void sp_pyramid_reduce_plane(const uint8_t *top, const uint8_t *bottom, uint8_t 
  * 2 * out_width pixels) into `out` (out_width pixels). */
 void sp_pyramid_reduce_rgb(const uint8_t *top, const uint8_t *bottom, uint8_t *out,
                            int64_t out_width);
-
-/* Split `width` interleaved RGB pixels into three planes. */
-void sp_rgb_to_planes(const uint8_t *rgb, uint8_t *r, uint8_t *g, uint8_t *b, int64_t width);
 
 #endif
