@@ -16,9 +16,11 @@
 #include <string.h>
 
 #include "base/limits.h"
+#include "base/thread_pool.h"
 #include "cuda/cuda_ops.h"
 #include "engine/engine.h"
 #include "slide/slide.h"
+#include "slide/tile_cache.h"
 
 enum { SLOT_FREE = 0, SLOT_READING, SLOT_READY, SLOT_COMPUTING };
 
@@ -504,6 +506,163 @@ static sp_status run_global(engine *e, uint64_t *bytes, sp_err *err) {
     return SP_OK;
 }
 
+/* ---- row mode --------------------------------------------------------------------------- */
+
+/* A level whose storage tiles are too large for the tile cache would have each tile decoded again
+ * for every chunk it touches. Row mode reads it instead in bands of whole tile rows, each band
+ * with one read (so each tile is decoded once), and keeps the last rows in a ring of `ring_n`
+ * level rows from which the chunks of a chunk row are built (halo reflected as in tile mode) as
+ * soon as the rows they need are in; the chunks of a chunk row are computed on the library's
+ * thread pool. Memory: one band of tile rows plus the ring, both the level's width. */
+
+typedef struct kit {
+    uint8_t *block; /* (chunk + 2 halo)² RGB8 */
+    uint8_t *chunk;
+    float *scratch;
+} kit;
+
+typedef struct rows_run {
+    engine *e;
+    uint8_t *ring; /* level row y at (y % ring_n) * width * 3 */
+    int64_t ring_n;
+    int64_t chunk_row; /* the chunk row being computed */
+    kit *kits;         /* one per thread, handed out under the engine's lock */
+    int n_kits, free_kits;
+} rows_run;
+
+/* The level rows chunk row r needs, [lo, hi): its rows and halo, reflected into the level. */
+static void rows_needed(const geometry *g, int64_t r, int64_t *lo, int64_t *hi) {
+    int64_t y0 = r * g->chunk, h = g->height - y0 < g->chunk ? g->height - y0 : g->chunk;
+    *lo = g->height;
+    *hi = 0;
+    for (int64_t y = y0 - g->halo; y < y0 + h + g->halo; y++) {
+        int64_t m = reflect(y, g->height);
+        *lo = m < *lo ? m : *lo;
+        *hi = m + 1 > *hi ? m + 1 : *hi;
+    }
+}
+
+static void rows_chunk(void *user, size_t col) {
+    rows_run *rr = user;
+    engine *e = rr->e;
+    const geometry *g = &e->g;
+    if (failed(e)) {
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    kit k = rr->kits[--rr->free_kits]; /* by value: the stack's slot is reused meanwhile */
+    pthread_mutex_unlock(&e->lock);
+    int64_t x0, y0, w, h, t = rr->chunk_row * g->cols + (int64_t)col;
+    tile_rect(g, t, &x0, &y0, &w, &h);
+    int64_t bw = w + 2 * g->halo, stride = bw * 3;
+    for (int64_t j = 0; j < h + 2 * g->halo; j++) {
+        const uint8_t *src = rr->ring + (reflect(y0 - g->halo + j, g->height) % rr->ring_n) *
+                                            g->width * 3;
+        uint8_t *dst = k.block + j * stride;
+        for (int64_t i = 0; i < bw; i++) {
+            int64_t x = x0 - g->halo + i;
+            if (x >= 0 && x < g->width) {
+                int64_t run = (x0 + w + g->halo < g->width ? x0 + w + g->halo : g->width) - x;
+                memcpy(dst + i * 3, src + x * 3, (size_t)(run * 3));
+                i += run - 1;
+            } else {
+                memcpy(dst + i * 3, src + reflect(x, g->width) * 3, 3);
+            }
+        }
+    }
+    slot sl = {.state = SLOT_COMPUTING, .tile = t, .pixels = k.block};
+    sp_err err = {0};
+    if (compute_tile(e, &sl, k.scratch, k.chunk, NULL, &err) != SP_OK) {
+        fail(e, &err);
+    }
+    pthread_mutex_lock(&e->lock);
+    rr->kits[rr->free_kits++] = k;
+    e->done++;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Compute every chunk row whose rows are all in the ring (rows [0, have) of the level read). */
+static void rows_compute_ready(rows_run *rr, int64_t have) {
+    engine *e = rr->e;
+    const geometry *g = &e->g;
+    int64_t lo, hi;
+    while (rr->chunk_row < g->rows && !failed(e)) {
+        rows_needed(g, rr->chunk_row, &lo, &hi);
+        if (hi > have) {
+            return;
+        }
+        sp_pool_run((size_t)g->cols, rr->n_kits, rows_chunk, rr);
+        rr->chunk_row++;
+        if (e->job->progress != NULL) {
+            e->job->progress(e->job->progress_user, rr->chunk_row * g->cols, g->tiles);
+        }
+    }
+}
+
+static sp_status run_rows(engine *e, uint64_t *bytes, sp_err *err) {
+    const geometry *g = &e->g;
+    int64_t tw = 0, th = 0;
+    sp_slide_level_tile_size(e->job->slide, e->job->level, &tw, &th);
+    th = th > 0 && th < g->height ? th : g->height;
+    rows_run rr = {.e = e, .n_kits = e->job->threads};
+    for (int64_t r = 0; r < g->rows; r++) {
+        int64_t lo, hi;
+        rows_needed(g, r, &lo, &hi);
+        rr.ring_n = hi - lo > rr.ring_n ? hi - lo : rr.ring_n;
+    }
+    /* A row enters the ring before the chunk rows it completes run: one row more. */
+    rr.ring_n = rr.ring_n + 1 < g->height ? rr.ring_n + 1 : g->height;
+    uint64_t row_bytes = (uint64_t)g->width * 3, band_bytes, ring_bytes;
+    if (!sp_mul_u64(row_bytes, (uint64_t)th, &band_bytes) ||
+        !sp_mul_u64(row_bytes, (uint64_t)rr.ring_n, &ring_bytes) ||
+        band_bytes + ring_bytes > (uint64_t)e->job->slide->limits.value[SP_LIMIT_MAX_ALLOC]) {
+        return sp_err_set(err, SP_E_LIMIT,
+                          "level %d: a band of %lld rows of %lld pixels is over the allocation limit",
+                          (int)e->job->level, (long long)th, (long long)g->width);
+    }
+    *bytes = band_bytes + ring_bytes;
+    uint8_t *band = malloc((size_t)band_bytes);
+    rr.ring = malloc((size_t)ring_bytes);
+    rr.kits = calloc((size_t)rr.n_kits, sizeof *rr.kits);
+    const sp_op *op = e->job->op;
+    size_t nscratch =
+        op->scratch_floats ? op->scratch_floats(&e->job->params, g->chunk, g->chunk) : 0;
+    int64_t side = g->chunk + 2 * g->halo;
+    bool ok = band != NULL && rr.ring != NULL && rr.kits != NULL;
+    for (int i = 0; ok && i < rr.n_kits; i++) {
+        kit *k = &rr.kits[i];
+        k->block = malloc((size_t)(side * side * 3));
+        k->chunk = malloc(g->chunk_bytes);
+        k->scratch = nscratch ? malloc(nscratch * sizeof(float)) : NULL;
+        ok = k->block != NULL && k->chunk != NULL && (nscratch == 0 || k->scratch != NULL);
+        rr.free_kits++;
+    }
+    sp_status st = ok ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory for bands of level %d",
+                                           (int)e->job->level);
+    for (int64_t y0 = 0; st == SP_OK && y0 < g->height && !failed(e); y0 += th) {
+        int64_t n = g->height - y0 < th ? g->height - y0 : th;
+        st = read_block(e, band, (int64_t)row_bytes, 0, y0, g->width, n, 0, err);
+        for (int64_t y = y0; st == SP_OK && y < y0 + n && !failed(e); y++) {
+            memcpy(rr.ring + (y % rr.ring_n) * (int64_t)row_bytes, band + (y - y0) * (int64_t)row_bytes,
+                   (size_t)row_bytes);
+            rows_compute_ready(&rr, y + 1);
+        }
+    }
+    for (int i = 0; rr.kits != NULL && i < rr.n_kits; i++) {
+        free(rr.kits[i].block);
+        free(rr.kits[i].chunk);
+        free(rr.kits[i].scratch);
+    }
+    free(rr.kits);
+    free(rr.ring);
+    free(band);
+    if (st == SP_OK && e->failed) {
+        *err = e->err;
+        st = e->err.status;
+    }
+    return st;
+}
+
 /* ---- entry ------------------------------------------------------------------------------- */
 
 sp_status sp_engine_run(const sp_engine_job *job, sp_engine_stats *stats, sp_err *err) {
@@ -538,8 +697,13 @@ sp_status sp_engine_run(const sp_engine_job *job, sp_engine_stats *stats, sp_err
     pthread_mutex_init(&e.lock, NULL);
     pthread_cond_init(&e.changed, NULL);
     uint64_t bytes = 0;
+    int64_t tw = 0, th = 0;
+    sp_slide_level_tile_size(job->slide, job->level, &tw, &th);
+    bool rows = job->rows || (!job->global && !job->cuda && !sp_tile_cache_admits(tw, th));
     if (job->global) {
         st = run_global(&e, &bytes, err);
+    } else if (rows) {
+        st = run_rows(&e, &bytes, err);
     } else {
         st = run_tiles(&e, err);
         int64_t side = g->chunk + 2 * g->halo;

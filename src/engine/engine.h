@@ -12,6 +12,13 @@
  * Because every op computes each pixel from its input alone with the same arithmetic, the
  * tile-wise result equals the whole-level result bit for bit.
  *
+ * Row mode, for levels whose storage tiles are too large for the tile cache (which would decode
+ * such a tile again for every chunk it touches): the level is read in bands of whole tile rows,
+ * one read per band, so each stored tile is decoded once; the rows go into a ring of the rows a
+ * chunk row needs, and each chunk row is computed on the library's thread pool as soon as its
+ * rows are in. Memory: one band of tile rows and the ring, the level's width each. The result
+ * is the same bytes as tile mode.
+ *
  * The global mode is the baseline the tile engine is measured against: it reads the whole level
  * (plus reflected border) into memory, runs the op over it at once (split into row stripes, one
  * per thread) into a whole-level output, then hands the chunks to the sink.
@@ -42,6 +49,7 @@ typedef struct sp_engine_job {
     int threads;   /* workers, >= 1 */
     int in_flight; /* input tiles held at once; 0 = 2 x threads */
     bool global;   /* the whole-level baseline instead of tiles */
+    bool rows;     /* row mode even where the level's tiles fit the tile cache (for tests) */
     bool cuda;     /* tiles: run the op on the GPU (each worker with its own stream) */
     sp_engine_sink_fn sink;
     void *sink_ctx;

@@ -105,6 +105,11 @@ uint64_t sp_tile_cache_new_slide_id(void) {
 
 bool sp_tile_cache_enabled(void) { return atomic_load(&get_cache()->capacity) > 0; }
 
+bool sp_tile_cache_admits(int64_t width, int64_t height) {
+    return width > 0 && height > 0 && height <= INT64_MAX / 4 / width &&
+           width * height * 4 <= shard_capacity(get_cache());
+}
+
 static sp_cached_tile **bucket_of(shard *s, uint64_t hash) {
     return &s->buckets[(hash / SHARDS) & (s->n_buckets - 1)];
 }

@@ -39,6 +39,11 @@ uint64_t sp_tile_cache_new_slide_id(void);
 /* Whether the cache holds anything at all (capacity > 0). */
 bool sp_tile_cache_enabled(void);
 
+/* Whether a decoded tile of width x height would be kept: it must not be larger than one
+ * shard's share of the capacity (sp_tile_cache_put). Readers that would need such a tile again
+ * read it once, in bands of whole tile rows, instead (the tile engine). */
+bool sp_tile_cache_admits(int64_t width, int64_t height);
+
 /* The entry for `key`, held (release it), or NULL on a miss. Counts a hit or a miss. */
 sp_cached_tile *sp_tile_cache_get(const sp_tile_key *key);
 

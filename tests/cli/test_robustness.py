@@ -341,3 +341,35 @@ def test_one_huge_jpeg_tile(sp, tmp_path):
     assert not problems, f"{path.stat().st_size}-byte TIFF:\n  " + "\n  ".join(problems)
     thumb = imagecodecs.png_decode((tmp_path / "t.png").read_bytes())
     assert thumb.shape == (256, 256, 4), f"thumbnail of a square slide is {thumb.shape}"
+
+
+STREAM_RSS_BOUND_MIB = 1536  # a band of whole tile rows (768 MiB as RGB here) and the chunks around it
+
+
+def test_one_huge_jpeg_tile_streamed_once(sp, tmp_path):
+    """The same file through the tile engine: `convert` (the whole pyramid) and `process` read the
+    level in bands of whole tile rows when its tiles are too large for the cache, so the tile is
+    decoded once, not once per chunk (before: over 300 s for convert). Memory is one band of tile
+    rows, bounded by the input's own tile size (docs/reading.md); times are not asserted. The
+    pyramid's chunks must hold the tile's pixels: the decoded JPEG is uniform grey-ish 200 in its
+    first 16x16 and padding elsewhere, so level 0's first chunk equals a region read of it."""
+    path = tmp_path / "one-huge-jpeg-tile.tif"
+    _one_huge_jpeg_tile(path)
+    problems = []
+    for args in (
+        ["convert", path, tmp_path / "c.zarr", "--threads", 2],
+        ["process", path, tmp_path / "p.zarr", "--op", "sobel", "--threads", 2],
+    ):
+        problem, rss = _run_measured(sp, args, TIMEOUT_S * 6, tmp_path)
+        if problem:
+            problems.append(problem)
+        elif rss > STREAM_RSS_BOUND_MIB:
+            problems.append(f"`{args[0]}` peaked at {rss:.0f} MiB (bound {STREAM_RSS_BOUND_MIB} MiB)")
+    assert not problems, f"{path.stat().st_size}-byte TIFF:\n  " + "\n  ".join(problems)
+    zarr = pytest.importorskip("zarr", reason="zarr-python reads the converted store")
+    level0 = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")["0"]
+    assert level0.shape == (3, HUGE_TILE, HUGE_TILE)
+    done = sp.run(_region_args(path, tmp_path / "r.rgba", 512, 512))
+    assert done.returncode == 0, done.stderr
+    region = np.fromfile(tmp_path / "r.rgba", np.uint8).reshape(512, 512, 4)[..., :3]
+    np.testing.assert_array_equal(np.moveaxis(level0[:, :512, :512], 0, -1), region)
