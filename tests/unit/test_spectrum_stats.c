@@ -226,6 +226,20 @@ static bool run_compute(sp_slide *s, int64_t threads, int64_t block, int64_t pat
     return st == SP_OK;
 }
 
+/* The last progress call and whether done ever went down. */
+typedef struct progress_seen {
+    int64_t calls, done, total;
+    bool backwards;
+} progress_seen;
+
+static void record_progress(void *user, int64_t done, int64_t total) {
+    progress_seen *p = user;
+    p->backwards |= done < p->done;
+    p->calls++;
+    p->done = done;
+    p->total = total;
+}
+
 static void test_compute_is_deterministic(void) {
     char path[] = "/tmp/sp-spectrum-unit-XXXXXX";
     int fd = mkstemp(path);
@@ -253,6 +267,19 @@ static void test_compute_is_deterministic(void) {
         binned += one.histogram[i];
     }
     CHECK_EQ_INT(binned, one.values);
+    /* Progress: calls in order, ending with all chunks done. */
+    progress_seen seen = {0};
+    sp_spectrum_stats with_progress;
+    sp_spectrum_options *po = NULL;
+    sp_spectrum_options_create(&po);
+    sp_spectrum_options_set(po, SP_SPECTRUM_THREADS, 2);
+    sp_spectrum_options_set(po, SP_SPECTRUM_PATCH, 64);
+    CHECK_EQ_INT(sp_spectrum_compute(s, po, record_progress, &seen, &with_progress, err, sizeof err),
+                 SP_OK);
+    CHECK(seen.calls > 0 && !seen.backwards);
+    CHECK(seen.total > 1 && seen.done == seen.total);
+    CHECK(with_progress.sum == one.sum && with_progress.sum_squares == one.sum_squares);
+    sp_spectrum_options_destroy(po);
     /* Errors: a block that is not a multiple of the patch, a level that does not exist. */
     sp_spectrum_options *o = NULL;
     sp_spectrum_options_create(&o);
