@@ -171,8 +171,13 @@ static void test_grey_op_matches_kernel(void) {
             row[3 * i + 1] = (uint8_t)(i >> 8);
             row[3 * i + 2] = (uint8_t)i;
         }
-        sp_op_block blk = {.src = row, .src_stride = 65536 * 3, .width = 65536, .height = 1,
-                           .dst = grey, .dst_stride = 65536, .dst_plane = 65536};
+        sp_op_block blk = {.src = row,
+                           .src_stride = 65536 * 3,
+                           .width = 65536,
+                           .height = 1,
+                           .dst = grey,
+                           .dst_stride = 65536,
+                           .dst_plane = 65536};
         CHECK_EQ_INT(sp_op_spectrum_grey.cpu(NULL, &blk), SP_OK);
         for (int i = 0; i < 65536; i++) {
             float want = (a.red[r] + a.green[i >> 8]) + a.blue[i & 255];
@@ -191,8 +196,13 @@ static void test_grey_op_matches_kernel(void) {
             seed = seed * 1664525u + 1013904223u;
             rgb[i] = (uint8_t)(seed >> 24);
         }
-        sp_op_block blk = {.src = rgb, .src_stride = W * 3, .width = W, .height = P, .dst = g,
-                           .dst_stride = W, .dst_plane = W * P};
+        sp_op_block blk = {.src = rgb,
+                           .src_stride = W * 3,
+                           .width = W,
+                           .height = P,
+                           .dst = g,
+                           .dst_stride = W,
+                           .dst_plane = W * P};
         CHECK_EQ_INT(sp_op_spectrum_grey.cpu(NULL, &blk), SP_OK);
         sp_spectrum_sums sa = {0, 0}, sb = {0, 0};
         sp_spectrum_patch(&a, rgb + P * 3, W * 3, &sa);
@@ -274,8 +284,8 @@ static void test_compute_is_deterministic(void) {
     sp_spectrum_options_create(&po);
     sp_spectrum_options_set(po, SP_SPECTRUM_THREADS, 2);
     sp_spectrum_options_set(po, SP_SPECTRUM_PATCH, 64);
-    CHECK_EQ_INT(sp_spectrum_compute(s, po, record_progress, &seen, &with_progress, err, sizeof err),
-                 SP_OK);
+    CHECK_EQ_INT(
+        sp_spectrum_compute(s, po, record_progress, &seen, &with_progress, err, sizeof err), SP_OK);
     CHECK(seen.calls > 0 && !seen.backwards);
     CHECK(seen.total > 1 && seen.done == seen.total);
     CHECK(with_progress.sum == one.sum && with_progress.sum_squares == one.sum_squares);
@@ -291,8 +301,7 @@ static void test_compute_is_deterministic(void) {
     sp_spectrum_options_set(o, SP_SPECTRUM_LEVEL, 40);
     CHECK_EQ_INT(sp_spectrum_compute(s, o, NULL, NULL, &bad, err, sizeof err), SP_E_INVALID_ARG);
     CHECK(strstr(err, "level 40") != NULL);
-    CHECK_EQ_INT(sp_spectrum_compute(NULL, o, NULL, NULL, &bad, err, sizeof err),
-                 SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_spectrum_compute(NULL, o, NULL, NULL, &bad, err, sizeof err), SP_E_INVALID_ARG);
     sp_spectrum_options_destroy(o);
     sp_slide_close(s);
     unlink(path);

@@ -51,11 +51,11 @@ typedef struct layout {
     int32_t level;
     double downsample;
     int patch;
-    int64_t block;                  /* B, a multiple of the patch: the read-ahead in rows */
+    int64_t block; /* B, a multiple of the patch: the read-ahead in rows */
     int64_t level_width, level_height;
-    int64_t width, height;          /* the part of the level covered by full patches */
-    int64_t chunk;                  /* the engine's chunk side = the piece width */
-    int64_t pieces, rows;           /* chunk columns holding full patches; patch rows */
+    int64_t width, height; /* the part of the level covered by full patches */
+    int64_t chunk;         /* the engine's chunk side = the piece width */
+    int64_t pieces, rows;  /* chunk columns holding full patches; patch rows */
 } layout;
 
 /* The reducing sink's state, shared by the engine's workers. */
@@ -63,7 +63,7 @@ typedef struct reducer {
     const layout *l;
     sp_spectrum_sums *sums; /* per (patch row, chunk column), [row * pieces + column] */
     fftwf_plan plan;
-    pthread_mutex_t lock;   /* guards idle, n_idle, compute_seconds */
+    pthread_mutex_t lock; /* guards idle, n_idle, compute_seconds */
     sp_spectrum_kernel *kernels;
     sp_spectrum_kernel **idle; /* free list (a stack) of kernels */
     int n_kernels, n_idle;
@@ -244,8 +244,8 @@ static sp_status compute_on_cpu(const layout *l, int threads, sp_progress_fn pro
     if (r.sums == NULL || r.kernels == NULL || r.idle == NULL) {
         st = set_error(err, err_len, SP_E_NOMEM, "out of memory");
     } else if (r.plan == NULL) {
-        st = set_error(err, err_len, SP_E_NOMEM, "FFTW could not plan a %dx%d transform",
-                       l->patch, l->patch);
+        st = set_error(err, err_len, SP_E_NOMEM, "FFTW could not plan a %dx%d transform", l->patch,
+                       l->patch);
     }
     for (int i = 0; st == SP_OK && i < threads; i++) {
         r.n_kernels++;
@@ -343,8 +343,8 @@ sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options *option
         return compute_on_gpu(&l, (int)threads, progress, progress_user, out, err, err_len);
     }
     /* More workers than chunks would only hold kernels that never run. */
-    int64_t chunks = ((l.level_width + l.chunk - 1) / l.chunk) *
-                     ((l.level_height + l.chunk - 1) / l.chunk);
+    int64_t chunks =
+        ((l.level_width + l.chunk - 1) / l.chunk) * ((l.level_height + l.chunk - 1) / l.chunk);
     if (threads > chunks) {
         threads = chunks;
     }
