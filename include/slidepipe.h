@@ -517,8 +517,8 @@ typedef struct sp_spectrum_options sp_spectrum_options;
 typedef enum sp_spectrum_option {
     SP_SPECTRUM_LEVEL = 0,   /* the pyramid level to analyse, >= 0 (checked against the slide) */
     SP_SPECTRUM_PATCH = 1,   /* patch side P, 4 .. 4096 */
-    SP_SPECTRUM_BLOCK = 2,   /* rows read per strip, B: a multiple of P, at most 16384; it changes
-                                how the level is read, never the statistics */
+    SP_SPECTRUM_BLOCK = 2,   /* the read-ahead in rows, B: a multiple of P, at most 16384; it
+                                changes how far the level is read ahead, never the statistics */
     SP_SPECTRUM_THREADS = 3, /* worker threads, 0 = all cores, at most 1024 */
     SP_SPECTRUM_DEVICE = 4,  /* SP_DEVICE_CPU (FFTW) or SP_DEVICE_CUDA (cuFFT, docs/gpu.md) */
 } sp_spectrum_option;
@@ -545,8 +545,8 @@ typedef struct sp_spectrum_stats {
     int64_t below, above;                  /* values under -40 dB / over 160 dB (not binned) */
     int64_t histogram[SP_SPECTRUM_BINS];   /* counts per 0.25 dB bin from -40 dB */
     double sum, sum_squares;               /* of all dB values, accumulated in double */
-    double read_seconds;                   /* thread-seconds spent reading and decoding */
-    double compute_seconds;                /* thread-seconds spent on grey, FFT, dB, histogram */
+    double read_seconds;    /* thread-seconds outside the transforms: reading, decoding, grey */
+    double compute_seconds; /* thread-seconds spent on the FFT, dB, histogram and sums */
 } sp_spectrum_stats;
 
 /* Zero the statistics and set their size. */
@@ -563,12 +563,11 @@ SP_API sp_status sp_spectrum_stats_merge(sp_spectrum_stats *into, const sp_spect
 SP_API double sp_spectrum_stats_mean(const sp_spectrum_stats *stats);
 SP_API double sp_spectrum_stats_std(const sp_spectrum_stats *stats);
 
-/* Compute the statistics of one slide into `out` (initialised here). The level is read as RGB8
- * through sp_slide_read_region in strips of B rows, each strip in column pieces, by a pool of
- * threads that reads up to one strip ahead of the transforms, so that reading strip N+1 overlaps
- * transforming strip N. Only the full patches are used (a W x H level gives floor(W/P) x
- * floor(H/P) patches). The result does not depend on the thread count or the block height.
- * `progress` (may be NULL) is called, one call at a time, from worker threads with the pieces
+/* Compute the statistics of one slide into `out` (initialised here). The level is streamed
+ * through the tile engine in chunks of about 1024 columns on a pool of threads that reads up to
+ * B rows of chunks ahead of the transforms (docs/spectrum.md). Only the full patches are used (a
+ * W x H level gives floor(W/P) x floor(H/P) patches). The result does not depend on the thread
+ * count or the block. `progress` (may be NULL) is called from the calling thread with the chunks
  * done and their total. Fails with SP_E_INVALID_ARG for a level out of range or one smaller than
  * a patch, or with the slide's read error; a message goes to `err`. */
 SP_API sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options *options,

@@ -92,6 +92,21 @@ void sp_spectrum_kernel_free(sp_spectrum_kernel *k) {
     k->slot = NULL;
 }
 
+/* Add one row of grey values to the four double accumulators. Both entry points below sum the
+ * same floats this way, so a patch gives the same total whichever one computed it. */
+static void add_row(double acc[4], const float *restrict g, int n) {
+    int x = 0;
+    for (; x + 4 <= n; x += 4) {
+        acc[0] += g[x];
+        acc[1] += g[x + 1];
+        acc[2] += g[x + 2];
+        acc[3] += g[x + 3];
+    }
+    for (; x < n; x++) {
+        acc[0] += g[x];
+    }
+}
+
 /* Grey values of a patch; returns their sum. The three products come from the kernel's tables
  * (the same float products, looked up instead of converted and multiplied per pixel); the sum is
  * kept in four double accumulators, so it is not one long chain of dependent additions. */
@@ -104,16 +119,19 @@ static double to_grey(const sp_spectrum_kernel *k, float *restrict grey,
         for (int x = 0; x < n; x++) {
             g[x] = (k->red[px[3 * x]] + k->green[px[3 * x + 1]]) + k->blue[px[3 * x + 2]];
         }
-        int x = 0;
-        for (; x + 4 <= n; x += 4) {
-            acc[0] += g[x];
-            acc[1] += g[x + 1];
-            acc[2] += g[x + 2];
-            acc[3] += g[x + 3];
-        }
-        for (; x < n; x++) {
-            acc[0] += g[x];
-        }
+        add_row(acc, g, n);
+    }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+/* Grey values already computed (sp_op_spectrum_grey), copied into the FFT buffer; returns their
+ * sum, added exactly as to_grey adds. */
+static double copy_grey(float *restrict grey, const float *restrict src, int64_t stride, int n) {
+    double acc[4] = {0, 0, 0, 0};
+    for (int y = 0; y < n; y++) {
+        float *g = grey + (size_t)y * (size_t)n;
+        memcpy(g, src + y * stride, sizeof(float) * (size_t)n);
+        add_row(acc, g, n);
     }
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
@@ -139,12 +157,11 @@ static void row_values(const float *restrict f, float *restrict db, int32_t *res
     }
 }
 
-void sp_spectrum_patch(sp_spectrum_kernel *k, const uint8_t *rgb, int64_t stride,
-                       sp_spectrum_sums *sums) {
+/* The rest of a patch once its grey values are in k->grey and their sum is `total`. */
+static void transform(sp_spectrum_kernel *k, double total, sp_spectrum_sums *sums) {
     int n = k->patch, half = n / 2 + 1;
     /* Columns 1 .. last_twice count twice; column 0 and, for even P, column P/2 once. */
     int last_twice = n % 2 == 0 ? half - 2 : half - 1;
-    double total = to_grey(k, k->grey, rgb, stride, n);
     remove_offset(k->grey, (size_t)n * (size_t)n, (float)nearbyint(total / ((double)n * n)));
     fftwf_execute_dft_r2c(k->plan, k->grey, k->freq);
     k->freq[0][0] = (float)total; /* F[0][0] is the sum of the patch, a real number */
@@ -175,4 +192,14 @@ void sp_spectrum_patch(sp_spectrum_kernel *k, const uint8_t *rgb, int64_t stride
     double tsq = (twice_sq[0] + twice_sq[1]) + (twice_sq[2] + twice_sq[3]);
     sums->sum += once + 2.0 * t;
     sums->sum_squares += once_sq + 2.0 * tsq;
+}
+
+void sp_spectrum_patch(sp_spectrum_kernel *k, const uint8_t *rgb, int64_t stride,
+                       sp_spectrum_sums *sums) {
+    transform(k, to_grey(k, k->grey, rgb, stride, k->patch), sums);
+}
+
+void sp_spectrum_patch_grey(sp_spectrum_kernel *k, const float *grey, int64_t stride,
+                            sp_spectrum_sums *sums) {
+    transform(k, copy_grey(k->grey, grey, stride, k->patch), sums);
 }

@@ -55,4 +55,11 @@ void sp_spectrum_kernel_free(sp_spectrum_kernel *k);
 void sp_spectrum_patch(sp_spectrum_kernel *k, const uint8_t *rgb, int64_t stride,
                        sp_spectrum_sums *sums);
 
+/* The same for a patch whose grey values were computed already (by sp_op_spectrum_grey, whose
+ * values equal the ones sp_spectrum_patch computes): P x P floats at `grey` with rows of
+ * `stride` floats. Gives the same histogram slots and sums as sp_spectrum_patch on the RGB8
+ * pixels they came from, bit for bit. */
+void sp_spectrum_patch_grey(sp_spectrum_kernel *k, const float *grey, int64_t stride,
+                            sp_spectrum_sums *sums);
+
 #endif

@@ -2,7 +2,8 @@
  * (exact counts, order-fixed sums, mean and std), the binning of one dB value against the
  * definition at and next to every bin edge, the vectorised dB function against double-precision
  * log10, the options' ranges, and sp_spectrum_compute on a synthetic slide giving the same bits
- * for any thread count and block height (and the full spectrum of a constant patch: zeros). */
+ * for any thread count and block height (and the full spectrum of a constant patch: zeros), and
+ * the grey op the engine runs for the job giving the kernel's own grey values and statistics. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/spectrum_grey.h"
 #include "ops/spectrum_kernel.h"
 #include "slidepipe.h"
 #include "unit.h"
@@ -148,6 +150,76 @@ static void test_constant_patch(void) {
     sp_spectrum_plan_destroy(plan);
 }
 
+/* The spectrum-grey op gives, for every colour, the grey value the kernel computes from its
+ * tables; and a patch through the op and sp_spectrum_patch_grey gives the same histogram and the
+ * same sums, bit for bit, as sp_spectrum_patch on the RGB8 pixels. */
+static void test_grey_op_matches_kernel(void) {
+    enum { P = 32 };
+    fftwf_plan plan = sp_spectrum_plan_create(P);
+    CHECK(plan != NULL);
+    sp_spectrum_kernel a, b;
+    CHECK_EQ_INT(sp_spectrum_kernel_init(&a, P, plan), SP_OK);
+    CHECK_EQ_INT(sp_spectrum_kernel_init(&b, P, plan), SP_OK);
+    /* All 2^24 colours, one row of 65536 pixels per (red, green-high) pair at a time. */
+    uint8_t *row = malloc(65536 * 3);
+    float *grey = malloc(65536 * sizeof(float));
+    CHECK(row != NULL && grey != NULL);
+    int64_t mismatches = 0;
+    for (int r = 0; row != NULL && grey != NULL && r < 256; r++) {
+        for (int i = 0; i < 65536; i++) {
+            row[3 * i] = (uint8_t)r;
+            row[3 * i + 1] = (uint8_t)(i >> 8);
+            row[3 * i + 2] = (uint8_t)i;
+        }
+        sp_op_block blk = {.src = row,
+                           .src_stride = 65536 * 3,
+                           .width = 65536,
+                           .height = 1,
+                           .dst = grey,
+                           .dst_stride = 65536,
+                           .dst_plane = 65536};
+        CHECK_EQ_INT(sp_op_spectrum_grey.cpu(NULL, &blk), SP_OK);
+        for (int i = 0; i < 65536; i++) {
+            float want = (a.red[r] + a.green[i >> 8]) + a.blue[i & 255];
+            mismatches += memcmp(&want, &grey[i], sizeof want) != 0;
+        }
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    /* A patch of pseudo-random pixels (a fixed LCG), inside a wider block so strides matter. */
+    enum { W = 3 * P };
+    uint8_t *rgb = malloc(W * P * 3);
+    float *g = malloc(W * P * sizeof(float));
+    CHECK(rgb != NULL && g != NULL);
+    if (rgb != NULL && g != NULL) {
+        uint32_t seed = 12345;
+        for (int i = 0; i < W * P * 3; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            rgb[i] = (uint8_t)(seed >> 24);
+        }
+        sp_op_block blk = {.src = rgb,
+                           .src_stride = W * 3,
+                           .width = W,
+                           .height = P,
+                           .dst = g,
+                           .dst_stride = W,
+                           .dst_plane = W * P};
+        CHECK_EQ_INT(sp_op_spectrum_grey.cpu(NULL, &blk), SP_OK);
+        sp_spectrum_sums sa = {0, 0}, sb = {0, 0};
+        sp_spectrum_patch(&a, rgb + P * 3, W * 3, &sa);
+        sp_spectrum_patch_grey(&b, g + P, W, &sb);
+        CHECK(memcmp(&sa, &sb, sizeof sa) == 0);
+        CHECK(memcmp(a.hist, b.hist, sizeof a.hist) == 0);
+        CHECK(sa.sum != 0.0);
+    }
+    free(rgb);
+    free(g);
+    free(row);
+    free(grey);
+    sp_spectrum_kernel_free(&a);
+    sp_spectrum_kernel_free(&b);
+    sp_spectrum_plan_destroy(plan);
+}
+
 static bool run_compute(sp_slide *s, int64_t threads, int64_t block, int64_t patch,
                         sp_spectrum_stats *out) {
     sp_spectrum_options *o = NULL;
@@ -162,6 +234,20 @@ static bool run_compute(sp_slide *s, int64_t threads, int64_t block, int64_t pat
     }
     sp_spectrum_options_destroy(o);
     return st == SP_OK;
+}
+
+/* The last progress call and whether done ever went down. */
+typedef struct progress_seen {
+    int64_t calls, done, total;
+    bool backwards;
+} progress_seen;
+
+static void record_progress(void *user, int64_t done, int64_t total) {
+    progress_seen *p = user;
+    p->backwards |= done < p->done;
+    p->calls++;
+    p->done = done;
+    p->total = total;
 }
 
 static void test_compute_is_deterministic(void) {
@@ -191,6 +277,19 @@ static void test_compute_is_deterministic(void) {
         binned += one.histogram[i];
     }
     CHECK_EQ_INT(binned, one.values);
+    /* Progress: calls in order, ending with all chunks done. */
+    progress_seen seen = {0};
+    sp_spectrum_stats with_progress;
+    sp_spectrum_options *po = NULL;
+    sp_spectrum_options_create(&po);
+    sp_spectrum_options_set(po, SP_SPECTRUM_THREADS, 2);
+    sp_spectrum_options_set(po, SP_SPECTRUM_PATCH, 64);
+    CHECK_EQ_INT(
+        sp_spectrum_compute(s, po, record_progress, &seen, &with_progress, err, sizeof err), SP_OK);
+    CHECK(seen.calls > 0 && !seen.backwards);
+    CHECK(seen.total > 1 && seen.done == seen.total);
+    CHECK(with_progress.sum == one.sum && with_progress.sum_squares == one.sum_squares);
+    sp_spectrum_options_destroy(po);
     /* Errors: a block that is not a multiple of the patch, a level that does not exist. */
     sp_spectrum_options *o = NULL;
     sp_spectrum_options_create(&o);
@@ -202,8 +301,7 @@ static void test_compute_is_deterministic(void) {
     sp_spectrum_options_set(o, SP_SPECTRUM_LEVEL, 40);
     CHECK_EQ_INT(sp_spectrum_compute(s, o, NULL, NULL, &bad, err, sizeof err), SP_E_INVALID_ARG);
     CHECK(strstr(err, "level 40") != NULL);
-    CHECK_EQ_INT(sp_spectrum_compute(NULL, o, NULL, NULL, &bad, err, sizeof err),
-                 SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_spectrum_compute(NULL, o, NULL, NULL, &bad, err, sizeof err), SP_E_INVALID_ARG);
     sp_spectrum_options_destroy(o);
     sp_slide_close(s);
     unlink(path);
@@ -215,5 +313,6 @@ void unit_run(void) {
     test_stats_and_merge();
     test_options();
     test_constant_patch();
+    test_grey_op_matches_kernel();
     test_compute_is_deterministic();
 }
