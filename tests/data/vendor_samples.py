@@ -1,0 +1,184 @@
+"""Writers of small, realistic vendor TIFF slides for the vendor tests (test_philips.py, ...).
+
+There are no small public sample files of these vendors, so the tests write them: the layout each
+vendor's scanner writes (the metadata, the pyramid, the associated images, the vendor's quirks),
+with real JPEG tiles made from a real H&E region (the pixels of the shared
+aperio/CMU-1-Small-Region.svs, read through OpenSlide). OpenSlide 4 must recognise each file as
+that vendor's, or the file proves nothing; the tests check that first.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import struct
+from pathlib import Path
+
+import numpy as np
+
+H_AND_E = "aperio/CMU-1-Small-Region.svs"
+
+
+def he_region(testdata: Path, width: int, height: int, x: int = 0, y: int = 0) -> np.ndarray:
+    """RGB pixels (height, width, 3) of the real H&E slide's level 0 at (x, y)."""
+    import openslide
+
+    with openslide.OpenSlide(str(testdata / H_AND_E)) as slide:
+        img = slide.read_region((x, y), 0, (width, height))
+    return np.ascontiguousarray(np.asarray(img)[..., :3])
+
+
+def downsample(rgb: np.ndarray, factor: int) -> np.ndarray:
+    """Mean of factor x factor blocks (the image is cut to whole blocks)."""
+    h, w = rgb.shape[0] // factor, rgb.shape[1] // factor
+    blocks = rgb[: h * factor, : w * factor].reshape(h, factor, w, factor, 3).astype(np.float32)
+    return np.round(blocks.mean(axis=(1, 3))).astype(np.uint8)
+
+
+def pad_to(rgb: np.ndarray, width: int, height: int, value: int = 236) -> np.ndarray:
+    """rgb in the top-left of a width x height image filled with `value` (a scanner's padding)."""
+    out = np.full((height, width, 3), value, dtype=np.uint8)
+    out[: rgb.shape[0], : rgb.shape[1]] = rgb
+    return out
+
+
+def jpeg(rgb: np.ndarray, quality: int = 85) -> bytes:
+    import imagecodecs
+
+    return bytes(imagecodecs.jpeg8_encode(rgb, level=quality))
+
+
+def zero_tile_byte_counts(path: Path, page: int, tiles: list[int]) -> None:
+    """Make tiles of a page missing, as a sparse scan leaves them: their byte count set to 0."""
+    import tifffile
+
+    data = bytearray(path.read_bytes())
+    with tifffile.TiffFile(path) as tif:
+        tag = tif.pages[page].tags["TileByteCounts"]
+        size = {3: 2, 4: 4, 16: 8}[tag.dtype if isinstance(tag.dtype, int) else int(tag.dtype)]
+        fmt = tif.byteorder + {2: "H", 4: "I", 8: "Q"}[size]
+        base = tag.valueoffset
+    for t in tiles:
+        struct.pack_into(fmt, data, base + t * size, 0)
+    path.write_bytes(bytes(data))
+
+
+# ---- Philips ------------------------------------------------------------------------------------
+
+PHILIPS_TILE = 256
+# Level 0 is 1280 x 768 (5 x 3 tiles); the lower levels keep whole tiles, so level 1 (640 x 384)
+# is stored as 768 x 512 and level 2 (320 x 192) as 512 x 256: padding OpenSlide does not show.
+PHILIPS_LEVEL0 = (1280, 768)
+PHILIPS_MPP_MM = 0.000227273
+# Tiles of each page left unwritten (a sparse scan of two areas): page -> tile indices.
+PHILIPS_MISSING = {0: [4, 10], 1: [2]}
+
+
+def _philips_attr(name: str, value: str, group: str = "0x301D", element: str = "0x1000",
+                  vr: str = "IString") -> str:
+    return (f'<Attribute Name="{name}" Group="{group}" Element="{element}" PMSVR="{vr}">'
+            f"{value}</Attribute>")
+
+
+def philips_xml(levels: list[tuple[int, int, float]], label: bytes | None, macro: bytes | None,
+                drop_spacing: int | None = None) -> str:
+    """The DPUfsImport DataObject a Philips scanner writes into the first ImageDescription.
+    levels: (stored width, stored height, pixel spacing in mm) per level."""
+    reps = []
+    for i, (w, h, spacing) in enumerate(levels):
+        attrs = [
+            _philips_attr("PIIM_PIXEL_DATA_REPRESENTATION_NUMBER", str(i), element="0x2001",
+                          vr="IUInt16"),
+            _philips_attr("PIIM_PIXEL_DATA_REPRESENTATION_COLUMNS", str(w), element="0x2002",
+                          vr="IUInt32"),
+            _philips_attr("PIIM_PIXEL_DATA_REPRESENTATION_ROWS", str(h), element="0x2003",
+                          vr="IUInt32"),
+        ]
+        if i != drop_spacing:
+            attrs.insert(0, _philips_attr("DICOM_PIXEL_SPACING", f'"{spacing:.9g}" "{spacing:.9g}"',
+                                          group="0x0028", element="0x0030", vr="IDoubleArray"))
+        reps.append('<DataObject ObjectType="PixelDataRepresentation">' + "".join(attrs)
+                    + "</DataObject>")
+    wsi = (
+        '<DataObject ObjectType="DPScannedImage">'
+        + _philips_attr("DICOM_DERIVATION_DESCRIPTION",
+                        'tiff-useBigTIFF=1-useRgb=0-levels=20,40,10002-processing=0-q85'
+                        '-sourceFilename="T17-0042 &amp; co"', group="0x0008", element="0x2111")
+        + _philips_attr("DICOM_LOSSY_IMAGE_COMPRESSION_METHOD", '"PHILIPS_DP_1_0"',
+                        group="0x0028", element="0x2114", vr="IStringArray")
+        + _philips_attr("DICOM_PIXEL_SPACING", f'"{levels[0][2]:.9g}" "{levels[0][2]:.9g}"',
+                        group="0x0028", element="0x0030", vr="IDoubleArray")
+        + _philips_attr("PIM_DP_IMAGE_COLUMNS", str(levels[0][0]), element="0x1007",
+                        vr="IUInt32")
+        + _philips_attr("PIM_DP_IMAGE_ROWS", str(levels[0][1]), element="0x1006", vr="IUInt32")
+        + _philips_attr("PIM_DP_IMAGE_TYPE", "WSI", element="0x1004")
+        + _philips_attr("PIIM_PIXEL_DATA_REPRESENTATION_SEQUENCE",
+                        "<Array>" + "".join(reps) + "</Array>", group="0x1001",
+                        element="0x8B01", vr="IDataObjectArray")
+        + _philips_attr("PIM_DP_SOURCE_FILE", "%FILENAME%", element="0x1005")
+        + "</DataObject>"
+    )
+    images = [wsi]
+    for kind, data in (("LABELIMAGE", label), ("MACROIMAGE", macro)):
+        if data is not None:
+            b64 = base64.b64encode(data).decode()
+            wrapped = "\n".join(b64[i:i + 76] for i in range(0, len(b64), 76))
+            images.append(
+                '<DataObject ObjectType="DPScannedImage">'
+                + _philips_attr("PIM_DP_IMAGE_DATA", wrapped, element="0x1005", vr="IString")
+                + _philips_attr("PIM_DP_IMAGE_TYPE", kind, element="0x1004")
+                + "</DataObject>"
+            )
+    return (
+        '<?xml version="1.0" encoding="UTF-8" ?>\n<DataObject ObjectType="DPUfsImport">'
+        + _philips_attr("DICOM_ACQUISITION_DATETIME", "20170312101112.000000",
+                        group="0x0008", element="0x002A")
+        + _philips_attr("DICOM_MANUFACTURER", "PHILIPS", group="0x0008", element="0x0070")
+        + _philips_attr("DICOM_SOFTWARE_VERSIONS", '"1.6.5505" "20111209_R44"',
+                        group="0x0018", element="0x1020", vr="IStringArray")
+        + _philips_attr("PIM_DP_UFS_BARCODE", base64.b64encode(b"T17-0042").decode(),
+                        element="0x1002")
+        + _philips_attr("PIM_DP_UFS_INTERFACE_VERSION", "3.0", element="0x1001")
+        + _philips_attr("PIM_DP_SCANNED_IMAGES", "<Array>" + "".join(images) + "</Array>",
+                        element="0x1003", vr="IDataObjectArray")
+        + "</DataObject>\n"
+    )
+
+
+def write_philips(path: Path, testdata: Path, *, drop_spacing: int | None = None,
+                  tiff_label: bool = True) -> Path:
+    """A Philips TIFF: three JPEG levels (YCbCr, 256-pixel tiles, padded to whole tiles), sparse
+    tiles on two levels, a label as a stripped TIFF directory "Label" (and a different one in the
+    XML, which OpenSlide must not prefer), and the macro only as base64 JPEG in the XML."""
+    import tifffile
+
+    w0, h0 = PHILIPS_LEVEL0
+    base = he_region(testdata, w0, h0, 200, 300)
+    images, levels = [], []
+    for k, factor in enumerate((1, 2, 4)):
+        img = base if factor == 1 else downsample(base, factor)
+        sw = -(-img.shape[1] // PHILIPS_TILE) * PHILIPS_TILE
+        sh = -(-img.shape[0] // PHILIPS_TILE) * PHILIPS_TILE
+        if k > 0:  # a lower level keeps at least one whole tile of padding
+            sw += PHILIPS_TILE if sw == img.shape[1] else 0
+            sh += PHILIPS_TILE if sh == img.shape[0] else 0
+        images.append(pad_to(img, sw, sh))
+        levels.append((sw, sh, PHILIPS_MPP_MM * factor))
+    label_rgb = he_region(testdata, 300, 200, 1500, 2000)
+    xml_label = jpeg(he_region(testdata, 240, 160, 100, 100))
+    macro = jpeg(he_region(testdata, 600, 240, 0, 1200))
+    xml = philips_xml(levels, xml_label, macro, drop_spacing)
+    with tifffile.TiffWriter(path, bigtiff=False) as tif:
+        for k, img in enumerate(images):
+            tif.write(img, tile=(PHILIPS_TILE, PHILIPS_TILE), photometric="ycbcr",
+                      compression="jpeg", compressionargs={"level": 85},
+                      subfiletype=0 if k == 0 else 1, description=xml if k == 0 else None,
+                      software="Philips DP v1.0" if k == 0 else None, metadata=None,
+                      resolution=(1e4 / (PHILIPS_MPP_MM * 1e3), 1e4 / (PHILIPS_MPP_MM * 1e3)),
+                      resolutionunit="CENTIMETER")
+        if tiff_label:
+            tif.write(label_rgb, photometric="rgb", compression="lzw", description="Label",
+                      metadata=None, rowsperstrip=64)
+    for page, tiles in PHILIPS_MISSING.items():
+        zero_tile_byte_counts(path, page, tiles)
+    return path
