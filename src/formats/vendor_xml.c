@@ -70,7 +70,14 @@ xmlXPathObject *sp_vendor_xml_select(xmlDoc *doc, xmlNode *node, const char *xpa
     if (ctx == NULL) {
         return NULL;
     }
-    ctx->node = node != NULL ? node : xmlDocGetRootElement(doc);
+    xmlNode *root = xmlDocGetRootElement(doc);
+    ctx->node = node != NULL ? node : root;
+    /* "d:" names the root's default namespace (Leica's), as OpenSlide's queries do. */
+    if (root != NULL && root->ns != NULL && root->ns->prefix == NULL && root->ns->href != NULL &&
+        xmlXPathRegisterNs(ctx, (const xmlChar *)"d", root->ns->href) != 0) {
+        xmlXPathFreeContext(ctx);
+        return NULL;
+    }
     xmlXPathObject *r = xmlXPathEvalExpression((const xmlChar *)xpath, ctx);
     xmlXPathFreeContext(ctx);
     if (r != NULL && (r->type != XPATH_NODESET || r->nodesetval == NULL ||
@@ -79,6 +86,13 @@ xmlXPathObject *sp_vendor_xml_select(xmlDoc *doc, xmlNode *node, const char *xpa
         r = NULL;
     }
     return r;
+}
+
+char *sp_vendor_xml_string(xmlDoc *doc, xmlNode *node, const char *xpath) {
+    xmlXPathObject *r = sp_vendor_xml_select(doc, node, xpath);
+    char *text = r != NULL ? (char *)xmlNodeGetContent(r->nodesetval->nodeTab[0]) : NULL;
+    xmlXPathFreeObject(r);
+    return text;
 }
 
 bool sp_vendor_xml_is(const xmlNode *node, const char *name) {

@@ -9,6 +9,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <libxml/xpath.h>
+#include <libxml/xpathInternals.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -27,8 +28,13 @@ bool sp_vendor_xml_root_is(const char *text, const sp_limits *limits, const char
                            const char *attr, const char *value);
 
 /* The nodes `xpath` selects from `node` (the document root when NULL), or NULL when none or
- * when out of memory; free with xmlXPathFreeObject. */
+ * when out of memory; free with xmlXPathFreeObject. The prefix "d" names the root element's
+ * default namespace, when it has one. */
 xmlXPathObject *sp_vendor_xml_select(xmlDoc *doc, xmlNode *node, const char *xpath);
+
+/* The text content of the first node `xpath` selects from `node` (an element's text, an
+ * attribute's value), to free with xmlFree; NULL when nothing is selected. */
+char *sp_vendor_xml_string(xmlDoc *doc, xmlNode *node, const char *xpath);
 
 /* Whether element `node` is named `name` (no namespace check). */
 bool sp_vendor_xml_is(const xmlNode *node, const char *name);

@@ -182,3 +182,104 @@ def write_philips(path: Path, testdata: Path, *, drop_spacing: int | None = None
     for page, tiles in PHILIPS_MISSING.items():
         zero_tile_byte_counts(path, page, tiles)
     return path
+
+
+# ---- Leica SCN ----------------------------------------------------------------------------------
+
+LEICA_NS = "http://www.leica-microsystems.com/scn/2010/10/01"
+LEICA_TILE = 256
+LEICA_NM_PER_PIXEL = 500  # level 0: 0.5 um per pixel
+# The glass slide in level-0 pixels, and the two scanned regions (main images) on it:
+# (x, y, width, height) in level-0 pixels; all multiples of 4 so that offsets stay whole pixels on
+# the levels at 1/2 and 1/4.
+LEICA_SLIDE = (1600, 1200)
+LEICA_REGIONS = [(100, 80, 640, 448), (900, 600, 512, 384)]
+LEICA_MACRO = (400, 300)  # the macro's largest dimension (the whole slide at 1/4)
+
+
+def _leica_dimensions(ifds_sizes, extra: str = "") -> str:
+    return "".join(
+        f'<dimension sizeX="{w}" sizeY="{h}" r="{k}" ifd="{ifd}"{extra}/>'
+        for k, (ifd, (w, h)) in enumerate(ifds_sizes)
+    )
+
+
+def _leica_image(name: str, dims: str, nm: tuple[int, int, int, int], objective: str,
+                 illumination: str = "brightfield") -> str:
+    x, y, w, h = nm
+    return (
+        f'<image name="{name}" uuid="urn:uuid:0000-{name}">'
+        "<creationDate>2012-03-14T09:26:53.55Z</creationDate>"
+        '<device model="Leica SCN400;Leica SCN" version="1.4.0.10470 2011/05/06 13:58:22;'
+        '1.4.0.10521"/>'
+        f'<pixels sizeX="{w}" sizeY="{h}">{dims}</pixels>'
+        f'<view sizeX="{w}" sizeY="{h}" offsetX="{x}" offsetY="{y}" spacingZ="0"/>'
+        "<scanSettings>"
+        f"<objectiveSettings><objective>{objective}</objective></objectiveSettings>"
+        "<illuminationSettings><numericalAperture>0.4</numericalAperture>"
+        f"<illuminationSource>{illumination}</illuminationSource></illuminationSettings>"
+        "</scanSettings></image>"
+    )
+
+
+def write_leica(path: Path, testdata: Path, *, dissimilar: bool = False) -> Path:
+    """A Leica SCN400 slide: a tiled BigTIFF whose first directory (the macro at full size) holds
+    the <scn> XML; a whole-slide macro image in two resolutions; two main images (two scanned
+    regions) at three resolutions each, JPEG (YCbCr) in 256-pixel tiles with the edge tiles
+    padded; a fluorescence image and a second focal plane, which OpenSlide skips. With
+    `dissimilar`, the second region claims another objective (OpenSlide refuses such a slide)."""
+    import tifffile
+
+    sw, sh = LEICA_SLIDE
+    nm = LEICA_NM_PER_PIXEL
+    pages = []  # (rgb, description or None)
+    macro = downsample(he_region(testdata, sw, sh, 0, 0), 4)
+    pages.append(macro)
+    pages.append(downsample(macro, 2))
+    regions = []
+    for i, (x, y, w, h) in enumerate(LEICA_REGIONS):
+        base = he_region(testdata, w, h, 300 + 600 * i, 200 + 500 * i)
+        levels = [base, downsample(base, 2), downsample(base, 4)]
+        first = len(pages)
+        pages.extend(levels)
+        regions.append((first, levels, (x * nm, y * nm, w * nm, h * nm)))
+    # A second focal plane of region 0 at its smallest size (z=1), stored but not read.
+    z1 = len(pages)
+    pages.append(regions[0][1][2][::-1].copy())
+    images = [
+        _leica_image("macro", _leica_dimensions([(0, LEICA_MACRO), (1, (LEICA_MACRO[0] // 2,
+                                                                      LEICA_MACRO[1] // 2))]),
+                     (0, 0, sw * nm, sh * nm), "1.25"),
+    ]
+    for i, (first, levels, nmbox) in enumerate(regions):
+        dims = _leica_dimensions([(first + k, (lv.shape[1], lv.shape[0]))
+                                  for k, lv in enumerate(levels)])
+        if i == 0:
+            small = levels[2]
+            dims += f'<dimension sizeX="{small.shape[1]}" sizeY="{small.shape[0]}" r="2" ' \
+                    f'ifd="{z1}" z="1"/>'
+        objective = "40" if (dissimilar and i == 1) else "20"
+        images.append(_leica_image(f"main{i}", dims, nmbox, objective))
+    # A fluorescence image over region 1's directories: not brightfield, not read.
+    first, levels, nmbox = regions[1]
+    images.append(_leica_image("fluo", _leica_dimensions(
+        [(first + k, (lv.shape[1], lv.shape[0])) for k, lv in enumerate(levels)]), nmbox, "20",
+        illumination="fluorescence"))
+    xml = (
+        '<?xml version="1.0" encoding="utf-8"?>'
+        f'<scn xmlns="{LEICA_NS}">'
+        f'<collection name="slide-7" uuid="urn:uuid:slide-7" sizeX="{sw * nm}" sizeY="{sh * nm}">'
+        f"<barcode>{base64.b64encode(b'LS-2012-0314').decode()}</barcode>"
+        + "".join(images) + "</collection></scn>"
+    )
+    res = 1e4 / (nm / 1000)  # pixels per centimetre at level 0
+    with tifffile.TiffWriter(path, bigtiff=True) as tif:
+        for k, rgb in enumerate(pages):
+            h, w = rgb.shape[:2]
+            tw = LEICA_TILE if w > 128 else 128
+            th = LEICA_TILE if h > 128 else 128
+            tif.write(rgb, tile=(th, tw), photometric="ycbcr", compression="jpeg",
+                      compressionargs={"level": 85}, description=xml if k == 0 else None,
+                      software="Leica SCN" if k == 0 else None, metadata=None,
+                      resolution=(res, res), resolutionunit="CENTIMETER")
+    return path
