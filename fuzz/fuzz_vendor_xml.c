@@ -2,7 +2,7 @@
  * src/formats/vendor_xml.c and each format's walk of its document). Mutating a whole TIFF seldom
  * reaches the XML intact, so the input is the XML itself: its first byte picks the vendor, the
  * rest is the text, and the target builds a small valid TIFF in memory in that vendor's framing
- * (where the XML goes, the Software tag, a two-level tiled pyramid of uncompressed 16 x 16 tiles
+ * (where the XML goes, the Software tag, Ventana's fixed iScan packet, a two-level tiled pyramid of uncompressed 16 x 16 tiles
  * and a stripped associated image), opens it as a slide and reads it like the other targets.
  * The slide-level target fuzz_tiff covers the TIFF bytes themselves. */
 #include <stdint.h>
@@ -183,6 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(xml, data + 1, size - 1);
     xml[size - 1] = '\0';
     size_t xml_len = strlen(xml);
+    static const char iscan[] = "<iScan Magnification=\"40\" ScanRes=\"0.25\" Z-layers=\"1\"/>";
     fdir dirs[MAX_DIRS];
     int n = 0;
     switch (data[0]) {
@@ -196,8 +197,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         dirs[n++] = (fdir){32, 24, 0, 1, NULL, 0, NULL, 0, NULL, 0};
         dirs[n++] = (fdir){16, 8, 0, 1, NULL, 0, NULL, 0, NULL, 0};
         break;
-    default: /* Ventana: XMP (tag 700) on the level-0 directory */
-        dirs[n++] = (fdir){16, 8, 0, 0, "Label Image", 11, NULL, 0, NULL, 0};
+    default: /* Ventana: the input is level 0's EncodeInfo XMP; the macro carries a fixed iScan */
+        dirs[n++] = (fdir){16, 8, 0, 0, "Label Image", 11, NULL, 700, iscan, strlen(iscan)};
         dirs[n++] = (fdir){64, 48, 0, 1, "level=0 mag=40 quality=90", 25, NULL, 700, xml,
                            xml_len};
         dirs[n++] = (fdir){32, 24, 0, 1, "level=1 mag=20 quality=90", 25, NULL, 0, NULL, 0};

@@ -283,3 +283,104 @@ def write_leica(path: Path, testdata: Path, *, dissimilar: bool = False) -> Path
                       software="Leica SCN" if k == 0 else None, metadata=None,
                       resolution=(res, res), resolutionunit="CENTIMETER")
     return path
+
+
+# ---- Ventana BIF --------------------------------------------------------------------------------
+
+BIF_TILE = 256
+BIF_OVERLAP = 16  # pixels each camera frame shares with its neighbour, both ways
+# Scanned areas: (first TIFF tile column, row, frames across, down, level-0 x, y top-down); the
+# positions and the advance (240) stay whole pixels at 1/2 and 1/4.
+BIF_AREAS = [(0, 0, 3, 2, 40, 0), (4, 3, 2, 2, 800, 560)]
+BIF_GRID = (6, 5)  # TIFF tiles of level 0, across and down
+BIF_MAGS = (40, 20, 10)
+
+
+def _bif_number(col: int, row: int, across: int, down: int) -> int:
+    """The 1-based serpentine tile number of frame (col, row top-down): from the bottom-left,
+    right along the bottom row, left along the next, ..."""
+    r = down - 1 - row
+    c = across - 1 - col if r % 2 else col
+    return r * across + c + 1
+
+
+def _bif_encode_info(areas, heights) -> str:
+    advance = BIF_TILE - BIF_OVERLAP
+    top = max(y + h for (_, _, _, _, _, y), h in zip(areas, heights))
+    origins, infos = [], []
+    for i, (sc, sr, across, down, x, y) in enumerate(areas):
+        pos_y = top - y - heights[i]  # Pos-Y counts up from below every area
+        origins.append(f'<AOI{i} OriginX="{sc * BIF_TILE}" OriginY="{sr * BIF_TILE}"/>')
+        joints = []
+        for row in range(down):
+            for col in range(across):
+                here = _bif_number(col, row, across, down)
+                conf = 80 + (7 * col + 3 * row) % 20
+                if col + 1 < across:
+                    joints.append(
+                        f'<TileJointInfo FlagJoined="1" Confidence="{conf}" Direction="RIGHT" '
+                        f'Tile1="{here}" Tile2="{_bif_number(col + 1, row, across, down)}" '
+                        f'OverlapX="{BIF_OVERLAP}" OverlapY="{1 + col % 3}"/>')
+                if row + 1 < down:
+                    joints.append(
+                        f'<TileJointInfo FlagJoined="1" Confidence="{conf}" Direction="UP" '
+                        f'Tile1="{_bif_number(col, row + 1, across, down)}" Tile2="{here}" '
+                        f'OverlapX="{2 - col % 2}" OverlapY="{BIF_OVERLAP}"/>')
+        infos.append(
+            f'<ImageInfo AOIScanned="1" AOIIndex="{i}" NumRows="{down}" NumCols="{across}" '
+            f'Width="{BIF_TILE}" Height="{BIF_TILE}" Pos-X="{x}.0" Pos-Y="{pos_y}" '
+            f'PixelsPerMicronX="4.301" PixelsPerMicronY="4.301">' + "".join(joints)
+            + "</ImageInfo>")
+    # An area the operator marked but did not scan: skipped.
+    origins.append(f'<AOI{len(areas)} OriginX="{5 * BIF_TILE}" OriginY="0"/>')
+    infos.append(f'<ImageInfo AOIScanned="0" AOIIndex="{len(areas)}" NumRows="1" NumCols="1" '
+                 f'Width="{BIF_TILE}" Height="{BIF_TILE}" Pos-X="9000" Pos-Y="9000"/>')
+    return ('<?xml version="1.0" encoding="UTF-8"?><EncodeInfo Ver="2"><SlideInfo>'
+            '<Name>slide-9</Name></SlideInfo><AoiOrigin>' + "".join(origins) + "</AoiOrigin>"
+            "<SlideStitchInfo>" + "".join(infos) + "</SlideStitchInfo></EncodeInfo>")
+
+
+def write_bif(path: Path, testdata: Path, *, bad_direction: bool = False) -> Path:
+    """A Ventana DP 200 BIF: a macro ("Label Image", carrying the iScan XMP) and a thumbnail,
+    then three JPEG levels (magnifications 40, 20, 10) in 256-pixel tiles. Level 0's tiles are
+    camera frames of two scanned areas that overlap their neighbours by 16 pixels (each frame a
+    little brighter or darker, as a camera's are, so that which frame shows matters), described
+    by the level-0 EncodeInfo XMP with serpentine tile numbers; an unscanned area is listed too.
+    The lower levels hold the frames side by side, downsampled. With `bad_direction`, one joint's
+    direction is "LEFT", which OpenSlide 4 refuses."""
+    import tifffile
+
+    t, advance = BIF_TILE, BIF_TILE - BIF_OVERLAP
+    across_all, down_all = BIF_GRID
+    mosaic = np.full((down_all * t, across_all * t, 3), 255, dtype=np.uint8)
+    heights = []
+    for k, (sc, sr, across, down, x, y) in enumerate(BIF_AREAS):
+        w, h = (across - 1) * advance + t, (down - 1) * advance + t
+        heights.append(h)
+        scene = he_region(testdata, w, h, 250 + 700 * k, 300 + 900 * k).astype(np.int16)
+        for row in range(down):
+            for col in range(across):
+                frame = scene[row * advance:row * advance + t, col * advance:col * advance + t]
+                shift = ((col * 5 + row * 3 + k) % 7) - 3  # the frame's own exposure
+                frame = np.clip(frame + 2 * shift, 0, 255).astype(np.uint8)
+                mosaic[(sr + row) * t:(sr + row + 1) * t, (sc + col) * t:(sc + col + 1) * t] = frame
+    iscan = ('<?xml version="1.0" encoding="UTF-8"?><iScan BuildDate="1/1/2020" '
+             'BuildVersion="1.1.0.15854" Magnification="40" ScanRes="0.232500" '
+             'ScannerModel="VENTANA DP 200" UnitNumber="DP200-0042" SlideAnnotation="" '
+             'ShowLabel="1" Z-layers="1"/>').encode()
+    encode = _bif_encode_info(BIF_AREAS, heights)
+    if bad_direction:
+        encode = encode.replace('Direction="RIGHT"', 'Direction="LEFT"', 1)
+    macro = downsample(he_region(testdata, 1200, 400, 0, 0), 4)
+    with tifffile.TiffWriter(path, bigtiff=True) as tif:
+        tif.write(macro, photometric="rgb", compression="lzw", description="Label Image",
+                  metadata=None, extratags=[(700, 1, len(iscan), iscan, True)])
+        tif.write(downsample(mosaic, 8), photometric="rgb", compression="lzw",
+                  description="Thumbnail", metadata=None)
+        for k, mag in enumerate(BIF_MAGS):
+            img = mosaic if k == 0 else downsample(mosaic, 2 ** k)
+            extra = [(700, 1, len(encode), encode.encode(), True)] if k == 0 else []
+            tif.write(img, tile=(t, t), photometric="ycbcr", compression="jpeg",
+                      compressionargs={"level": 90}, metadata=None,
+                      description=f"level={k} mag={mag} quality=90", extratags=extra)
+    return path
