@@ -147,3 +147,16 @@ def test_spoiled_tile_fails_cleanly(philips, tmp_path, run):
     proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width", "64",
                 "--height", "64", "-o", tmp_path / "r.rgba"])
     _one_line_error(proc, path, "")
+
+
+def test_truncated_file_fails_cleanly(philips, tmp_path, run):
+    """The file cut at 60%: the directory chain runs past the end; exit 1 and one line naming
+    the file and what lies beyond the end."""
+    path = tmp_path / ("truncated" + philips.suffix)
+    data = philips.read_bytes()
+    path.write_bytes(data[: len(data) * 6 // 10])
+    proc = run(["info", path])
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
+    assert str(path) in lines[0] and "beyond the end" in lines[0], lines[0]

@@ -119,3 +119,37 @@ def test_unknown_joint_direction_fails_cleanly(testdata, tmp_path, run):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
     assert str(path) in lines[0] and "Direction" in lines[0], lines[0]
+
+
+def test_zeroed_frames_fail_cleanly(bif, tmp_path, run):
+    """Level 0's frames overwritten with zeros (the directories intact): reading them is an
+    error naming the file, not a crash."""
+    data = bytearray(bif.read_bytes())
+    with tifffile.TiffFile(bif) as tif:
+        page = next(p for p in tif.pages if str(p.description).startswith("level=0"))
+        offsets, counts = page.dataoffsets, page.databytecounts
+    start = offsets[0]
+    end = max(o + c for o, c in zip(offsets, counts))
+    data[start:end] = b"\x00" * (end - start)
+    path = tmp_path / "zeroed-frames.bif"
+    path.write_bytes(bytes(data))
+    x, y = vendor_samples.BIF_AREAS[0][4:6]
+    proc = run(["region", path, "--level", "0", "--x", x, "--y", y, "--width", "64",
+                "--height", "64", "-o", tmp_path / "r.rgba"])
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
+    assert str(path) in lines[0], lines[0]
+
+
+def test_truncated_file_fails_cleanly(bif, tmp_path, run):
+    """The file cut at 60%: the directory chain runs past the end; exit 1 and one line naming
+    the file and what lies beyond the end."""
+    path = tmp_path / ("truncated" + bif.suffix)
+    data = bif.read_bytes()
+    path.write_bytes(data[: len(data) * 6 // 10])
+    proc = run(["info", path])
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
+    assert str(path) in lines[0] and "beyond the end" in lines[0], lines[0]
