@@ -152,3 +152,19 @@ def test_truncated_file_fails_cleanly(leica, tmp_path, run):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
     assert str(path) in lines[0] and "beyond the end" in lines[0], lines[0]
+
+
+def test_first_namespace_equals_openslide(testdata, tmp_path, info, read_region, assert_same_pixels):
+    """The 2010/03/10 schema (barcode as an attribute, kept as it is): facts, properties and a
+    whole level equal OpenSlide's."""
+    path = vendor_samples.write_leica(tmp_path / "old.scn", testdata, old_namespace=True)
+    with openslide.OpenSlide(str(path)) as slide:
+        assert slide.properties["openslide.vendor"] == "leica"
+        got = info(path)
+        assert [(lv["width"], lv["height"]) for lv in got["levels"]] == list(slide.level_dimensions)
+        want = {k: v for k, v in slide.properties.items() if k.startswith("leica.")}
+        assert want["leica.barcode"] == "LS-2010-0310"
+        assert {k: v for k, v in got["properties"].items() if k.startswith("leica.")} == want
+        w, h = slide.level_dimensions[1]
+        expected = np.asarray(slide.read_region((0, 0), 1, (w, h)), dtype=np.uint8)
+    assert_same_pixels(read_region(path, 1, 0, 0, w, h), expected, "level 1 whole")

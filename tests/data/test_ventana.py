@@ -153,3 +153,22 @@ def test_truncated_file_fails_cleanly(bif, tmp_path, run):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
     assert str(path) in lines[0] and "beyond the end" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("variant", ["metadata_root", "plain_tiff"])
+def test_variants_equal_openslide(variant, testdata, tmp_path, info, read_region,
+                                  assert_same_pixels):
+    """iScan inside a <Metadata> root; a Ventana TIFF without EncodeInfo (levels as stored):
+    facts, properties and every whole level equal OpenSlide's."""
+    path = vendor_samples.write_bif(tmp_path / f"{variant}.bif", testdata, **{variant: True})
+    with openslide.OpenSlide(str(path)) as slide:
+        assert slide.properties["openslide.vendor"] == "ventana"
+        got = info(path)
+        assert [(lv["width"], lv["height"], lv["downsample"]) for lv in got["levels"]] == [
+            (w, h, ds) for (w, h), ds in zip(slide.level_dimensions, slide.level_downsamples)]
+        want = {k: v for k, v in slide.properties.items() if not k.startswith("openslide.")}
+        assert {k: v for k, v in got["properties"].items() if not k.startswith("slidepipe.")} == want
+        for level, (w, h) in enumerate(slide.level_dimensions):
+            expected = np.asarray(slide.read_region((0, 0), level, (w, h)), dtype=np.uint8)
+            assert_same_pixels(read_region(path, level, 0, 0, w, h), expected,
+                               f"{variant} level {level} whole")

@@ -222,12 +222,17 @@ def _leica_image(name: str, dims: str, nm: tuple[int, int, int, int], objective:
     )
 
 
-def write_leica(path: Path, testdata: Path, *, dissimilar: bool = False) -> Path:
+LEICA_NS_OLD = "http://www.leica-microsystems.com/scn/2010/03/10"
+
+
+def write_leica(path: Path, testdata: Path, *, dissimilar: bool = False,
+                old_namespace: bool = False) -> Path:
     """A Leica SCN400 slide: a tiled BigTIFF whose first directory (the macro at full size) holds
     the <scn> XML; a whole-slide macro image in two resolutions; two main images (two scanned
     regions) at three resolutions each, JPEG (YCbCr) in 256-pixel tiles with the edge tiles
     padded; a fluorescence image and a second focal plane, which OpenSlide skips. With
-    `dissimilar`, the second region claims another objective (OpenSlide refuses such a slide)."""
+    `dissimilar`, the second region claims another objective (OpenSlide refuses such a slide);
+    with `old_namespace`, the first (2010/03/10) schema, whose barcode is an attribute."""
     import tifffile
 
     sw, sh = LEICA_SLIDE
@@ -265,13 +270,14 @@ def write_leica(path: Path, testdata: Path, *, dissimilar: bool = False) -> Path
     images.append(_leica_image("fluo", _leica_dimensions(
         [(first + k, (lv.shape[1], lv.shape[0])) for k, lv in enumerate(levels)]), nmbox, "20",
         illumination="fluorescence"))
-    xml = (
-        '<?xml version="1.0" encoding="utf-8"?>'
-        f'<scn xmlns="{LEICA_NS}">'
-        f'<collection name="slide-7" uuid="urn:uuid:slide-7" sizeX="{sw * nm}" sizeY="{sh * nm}">'
-        f"<barcode>{base64.b64encode(b'LS-2012-0314').decode()}</barcode>"
-        + "".join(images) + "</collection></scn>"
-    )
+    if old_namespace:
+        head = (f'<scn xmlns="{LEICA_NS_OLD}"><collection name="slide-7" barcode="LS-2010-0310" '
+                f'sizeX="{sw * nm}" sizeY="{sh * nm}">')
+    else:
+        head = (f'<scn xmlns="{LEICA_NS}"><collection name="slide-7" uuid="urn:uuid:slide-7" '
+                f'sizeX="{sw * nm}" sizeY="{sh * nm}">'
+                f"<barcode>{base64.b64encode(b'LS-2012-0314').decode()}</barcode>")
+    xml = '<?xml version="1.0" encoding="utf-8"?>' + head + "".join(images) + "</collection></scn>"
     res = 1e4 / (nm / 1000)  # pixels per centimetre at level 0
     with tifffile.TiffWriter(path, bigtiff=True) as tif:
         for k, rgb in enumerate(pages):
@@ -340,14 +346,17 @@ def _bif_encode_info(areas, heights) -> str:
             "<SlideStitchInfo>" + "".join(infos) + "</SlideStitchInfo></EncodeInfo>")
 
 
-def write_bif(path: Path, testdata: Path, *, bad_direction: bool = False) -> Path:
+def write_bif(path: Path, testdata: Path, *, bad_direction: bool = False,
+              metadata_root: bool = False, plain_tiff: bool = False) -> Path:
     """A Ventana DP 200 BIF: a macro ("Label Image", carrying the iScan XMP) and a thumbnail,
     then three JPEG levels (magnifications 40, 20, 10) in 256-pixel tiles. Level 0's tiles are
     camera frames of two scanned areas that overlap their neighbours by 16 pixels (each frame a
     little brighter or darker, as a camera's are, so that which frame shows matters), described
     by the level-0 EncodeInfo XMP with serpentine tile numbers; an unscanned area is listed too.
     The lower levels hold the frames side by side, downsampled. With `bad_direction`, one joint's
-    direction is "LEFT", which OpenSlide 4 refuses."""
+    direction is "LEFT", which OpenSlide 4 refuses; with `metadata_root`, the iScan element sits
+    in a <Metadata> root (as some scanners write it); with `plain_tiff`, level 0 has no
+    EncodeInfo (a Ventana TIFF: each level read as it is stored)."""
     import tifffile
 
     t, advance = BIF_TILE, BIF_TILE - BIF_OVERLAP
@@ -368,6 +377,8 @@ def write_bif(path: Path, testdata: Path, *, bad_direction: bool = False) -> Pat
              'BuildVersion="1.1.0.15854" Magnification="40" ScanRes="0.232500" '
              'ScannerModel="VENTANA DP 200" UnitNumber="DP200-0042" SlideAnnotation="" '
              'ShowLabel="1" Z-layers="1"/>').encode()
+    if metadata_root:
+        iscan = iscan.replace(b"<iScan ", b"<Metadata><iScan ").replace(b"/>", b"/></Metadata>")
     encode = _bif_encode_info(BIF_AREAS, heights)
     if bad_direction:
         encode = encode.replace('Direction="RIGHT"', 'Direction="LEFT"', 1)
@@ -379,7 +390,8 @@ def write_bif(path: Path, testdata: Path, *, bad_direction: bool = False) -> Pat
                   description="Thumbnail", metadata=None)
         for k, mag in enumerate(BIF_MAGS):
             img = mosaic if k == 0 else downsample(mosaic, 2 ** k)
-            extra = [(700, 1, len(encode), encode.encode(), True)] if k == 0 else []
+            extra = [(700, 1, len(encode), encode.encode(), True)] if k == 0 and not plain_tiff \
+                else []
             tif.write(img, tile=(t, t), photometric="ycbcr", compression="jpeg",
                       compressionargs={"level": 90}, metadata=None,
                       description=f"level={k} mag={mag} quality=90", extratags=extra)
