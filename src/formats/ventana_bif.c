@@ -486,8 +486,13 @@ static sp_status parse_encode_info(xmlDoc *doc, bif *b, sp_err *err) {
      * there. */
     b->advance_x = (double)b->tile_w + (sums[1] > 0 ? sums[0] / sums[1] : 0);
     b->advance_y = (double)b->tile_h + (sums[3] > 0 ? sums[2] / sums[3] : 0);
-    if (!(b->advance_x >= 1 && b->advance_y >= 1)) {
-        return sp_err_set(err, SP_E_CORRUPT, "Ventana overlaps as large as the frames");
+    /* Real overlaps are a few percent of a frame; frames overlapping by more than half would
+     * put hundreds of frames under one level tile (a hostile file's way to make reads crawl). */
+    if (!(b->advance_x >= (double)b->tile_w / 2 && b->advance_y >= (double)b->tile_h / 2 &&
+          b->advance_x <= 4.0 * (double)b->tile_w && b->advance_y <= 4.0 * (double)b->tile_h)) {
+        return sp_err_set(err, SP_E_UNSUPPORTED, "Ventana frames %gx%g pixels apart for frames of "
+                          "%lldx%lld: overlaps beyond half a frame are not read", b->advance_x,
+                          b->advance_y, (long long)b->tile_w, (long long)b->tile_h);
     }
     /* Pos-Y runs up from below every area: turn it into a top-down position. */
     int64_t top = 0;
