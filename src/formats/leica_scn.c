@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fill.h"
 #include "formats/tiff_slide.h"
 #include "formats/vendor_xml.h"
 
@@ -39,6 +40,7 @@ typedef struct scn_level {
     scn_area *areas;
     int n_areas;
     double nm_per_pixel;
+    bool parts; /* every area's tiles decode in part (JPEG, JPEG 2000) */
 } scn_level;
 
 typedef struct leica {
@@ -121,8 +123,38 @@ static void paint_chunk(const uint8_t *buf, int64_t cw, int64_t ch, int64_t cx, 
     }
 }
 
+/* Decode straight into the tile only the parts of the chunks under [ax0, ax1) x [ay0, ay1)
+ * (area pixels, inside the image); missing chunks leave what is below, as transparent pixels
+ * painted over it would. (tx, ty) is the tile's origin in area pixels. */
+static sp_status paint_area_parts(sp_slide *s, const sp_tiff_dir *d, int64_t ax0, int64_t ay0,
+                                  int64_t ax1, int64_t ay1, int64_t tx, int64_t ty, unsigned bpp,
+                                  uint8_t *rgba, uint64_t stride, sp_err *err) {
+    static const uint8_t transparent[4] = {0, 0, 0, 0};
+    int64_t cw = (int64_t)d->chunk_width, ch = (int64_t)d->chunk_height;
+    sp_status st = SP_OK;
+    for (int64_t row = ay0 / ch; st == SP_OK && row <= (ay1 - 1) / ch; row++) {
+        for (int64_t col = ax0 / cw; st == SP_OK && col <= (ax1 - 1) / cw; col++) {
+            uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
+            if (d->chunk_offsets[index] == 0 || d->chunk_byte_counts[index] == 0) {
+                continue;
+            }
+            int64_t x0 = col * cw > ax0 ? col * cw : ax0, x1 = (col + 1) * cw < ax1 ? (col + 1) * cw : ax1;
+            int64_t y0 = row * ch > ay0 ? row * ch : ay0, y1 = (row + 1) * ch < ay1 ? (row + 1) * ch : ay1;
+            uint8_t *dst = rgba + (uint64_t)(y0 - ty) * stride + (uint64_t)(x0 - tx) * bpp;
+            st = sp_tiff_decode_chunk_area(s->container, d, index, 1, (uint64_t)(x0 - col * cw),
+                                           (uint64_t)(y0 - row * ch), (uint64_t)(x1 - x0),
+                                           (uint64_t)(y1 - y0), bpp, dst, stride, transparent,
+                                           err);
+        }
+    }
+    return st;
+}
+
+/* Paint area `a` into the rectangle (x0, y0, w, h) of level pixels held by `rgba` (bpp 3 or 4;
+ * 4 unless `parts`). */
 static sp_status paint_area(sp_slide *s, const scn_area *a, int64_t x0, int64_t y0, int64_t w,
-                            int64_t h, uint8_t *rgba, uint64_t stride, sp_err *err) {
+                            int64_t h, bool parts, unsigned bpp, uint8_t *rgba, uint64_t stride,
+                            sp_err *err) {
     const sp_tiff_dir *d = a->dir;
     /* The tile and the area's image, in area pixels. */
     int64_t tx = x0 - a->x, ty = y0 - a->y;
@@ -133,6 +165,9 @@ static sp_status paint_area(sp_slide *s, const scn_area *a, int64_t x0, int64_t 
         return SP_OK;
     }
     int64_t cw = (int64_t)d->chunk_width, ch = (int64_t)d->chunk_height;
+    if (parts) {
+        return paint_area_parts(s, d, ax0, ay0, ax1, ay1, tx, ty, bpp, rgba, stride, err);
+    }
     uint8_t *buf = NULL;
     sp_status st = sp_alloc(&s->limits, (uint64_t)cw * (uint64_t)ch * 4, "a Leica tile",
                             (void **)&buf, err);
@@ -160,7 +195,32 @@ static sp_status leica_read_tile(sp_slide *s, const sp_level *l, int64_t col, in
     sp_status st = SP_OK;
     for (int i = 0; st == SP_OK && i < sl->n_areas; i++) {
         st = paint_area(s, &sl->areas[i], col * l->tile_width, row * l->tile_height,
-                        l->tile_width, l->tile_height, rgba, stride, err);
+                        l->tile_width, l->tile_height, sl->parts, 4, rgba, stride, err);
+    }
+    return st;
+}
+
+static unsigned leica_area_scales(sp_slide *s, const sp_level *l) {
+    (void)s;
+    return ((const scn_level *)l->priv)->parts ? 1u : 0u;
+}
+
+/* Only the part (x, y, w, h) of a level tile: each area decodes only the parts of its tiles under
+ * it, so a region decodes about its own pixels whatever the areas' offsets. */
+static sp_status leica_read_tile_area(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                                      unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
+                                      sp_pixel_format format, uint8_t *dst, int64_t stride,
+                                      const uint8_t *empty, sp_err *err) {
+    const scn_level *sl = l->priv;
+    int bpp = sp_pixel_format_bytes(format);
+    if (scale != 1 || !sl->parts || (bpp != 3 && bpp != 4)) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "a Leica level tile read at 1/%u", scale);
+    }
+    sp_fill_pixels(dst, stride, w, h, bpp, empty);
+    sp_status st = SP_OK;
+    for (int i = 0; st == SP_OK && i < sl->n_areas; i++) {
+        st = paint_area(s, &sl->areas[i], col * l->tile_width + x, row * l->tile_height + y, w, h,
+                        true, (unsigned)bpp, dst, (uint64_t)stride, err);
     }
     return st;
 }
@@ -183,8 +243,9 @@ static void leica_destroy(sp_slide *s) {
     sp_tiff_slide_ops.destroy(s);
 }
 
-static const sp_slide_ops leica_ops = {leica_read_tile, leica_read_associated, leica_destroy,
-                                       NULL, NULL, NULL};
+static const sp_slide_ops leica_ops = {leica_read_tile,   leica_read_associated,
+                                       leica_destroy,     leica_area_scales,
+                                       leica_read_tile_area, NULL};
 
 /* ---- the XML ------------------------------------------------------------------------------- */
 
@@ -491,6 +552,10 @@ static sp_status build_levels(sp_slide *s, const scn_collection *c, sp_err *err)
         for (int i = 0; i < sl->n_areas; i++) {
             sl->areas[i].x = (int64_t)((double)sl->areas[i].x / sl->nm_per_pixel);
             sl->areas[i].y = (int64_t)((double)sl->areas[i].y / sl->nm_per_pixel);
+        }
+        sl->parts = true;
+        for (int i = 0; i < sl->n_areas; i++) {
+            sl->parts = sl->parts && (sp_tiff_area_scales(t, sl->areas[i].dir) & 1u) != 0;
         }
         const sp_tiff_dir *d0 = sl->areas[0].dir;
         sp_level l = {

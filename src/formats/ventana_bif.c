@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fill.h"
 #include "formats/tiff_slide.h"
 #include "formats/vendor_xml.h"
 
@@ -173,6 +174,45 @@ static sp_status cached_tile(sp_slide *s, const sp_tiff_dir *d, int64_t col, int
     return SP_OK;
 }
 
+/* Paint frame f by decoding straight into the level tile only the part of its TIFF tile that
+ * shows (JPEG and JPEG 2000 tiles): no whole-tile decode, no copy. */
+static sp_status paint_frame_part(sp_slide *s, const bif *b, const bif_level *bl, const frame *f,
+                                  int64_t x0, int64_t y0, int64_t w, int64_t h, unsigned bpp,
+                                  uint8_t *rgba, uint64_t stride, sp_err *err) {
+    static const uint8_t transparent[4] = {0, 0, 0, 0};
+    const sp_tiff_dir *d = bl->dir;
+    int64_t k = bl->scale, col = f->col / k, row = f->row / k;
+    if ((uint64_t)col >= d->chunks_across || (uint64_t)row >= d->chunks_down) {
+        return sp_err_set(err, SP_E_CORRUPT, "a Ventana frame in TIFF tile (%lld, %lld), outside "
+                          "the level's %llux%llu tiles", (long long)col, (long long)row,
+                          (unsigned long long)d->chunks_across,
+                          (unsigned long long)d->chunks_down);
+    }
+    uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
+    if (d->chunk_offsets[index] == 0 || d->chunk_byte_counts[index] == 0) {
+        return SP_OK; /* a missing tile: transparent, painting nothing */
+    }
+    int64_t tw = (int64_t)d->chunk_width, th = (int64_t)d->chunk_height;
+    int64_t fw = (b->tile_w + k - 1) / k, fh = (b->tile_h + k - 1) / k;
+    int64_t sx = (f->col % k) * b->tile_w / k, sy = (f->row % k) * b->tile_h / k;
+    /* The frame's pixels that exist: inside its TIFF tile and inside the directory's image. */
+    int64_t vis_w = fw, vis_h = fh;
+    vis_w = sx + vis_w <= tw ? vis_w : tw - sx;
+    vis_h = sy + vis_h <= th ? vis_h : th - sy;
+    int64_t img_w = (int64_t)d->width - col * tw - sx, img_h = (int64_t)d->height - row * th - sy;
+    vis_w = vis_w <= img_w ? vis_w : img_w;
+    vis_h = vis_h <= img_h ? vis_h : img_h;
+    int64_t ax0 = f->x > x0 ? f->x : x0, ax1 = f->x + vis_w < x0 + w ? f->x + vis_w : x0 + w;
+    int64_t ay0 = f->y > y0 ? f->y : y0, ay1 = f->y + vis_h < y0 + h ? f->y + vis_h : y0 + h;
+    if (ax0 >= ax1 || ay0 >= ay1) {
+        return SP_OK;
+    }
+    uint8_t *dst = rgba + (uint64_t)(ay0 - y0) * stride + (uint64_t)(ax0 - x0) * bpp;
+    return sp_tiff_decode_chunk_area(s->container, d, index, 1, (uint64_t)(sx + ax0 - f->x),
+                                     (uint64_t)(sy + ay0 - f->y), (uint64_t)(ax1 - ax0),
+                                     (uint64_t)(ay1 - ay0), bpp, dst, stride, transparent, err);
+}
+
 /* Paint frame f (its part of the level's TIFF tile) into the level tile at (x0, y0). */
 static sp_status paint_frame(sp_slide *s, const bif *b, const bif_level *bl, const frame *f,
                              int64_t x0, int64_t y0, int64_t w, int64_t h, tile_cache *cache,
@@ -218,16 +258,15 @@ static void frame_range(double p, double advance, int64_t size, int64_t n, int64
     *last = z < 0 ? -1 : z > (double)(n - 1) ? n - 1 : (int64_t)z;
 }
 
-static sp_status bif_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
-                               uint8_t *rgba, uint64_t stride, sp_err *err) {
+/* Paint the frames under the rectangle (x0, y0, w, h) of level pixels held by `rgba` (bpp 3
+ * or 4; 4 unless the level's tiles decode in part), already filled with what shows where no
+ * frame lies. */
+static sp_status paint_rect(sp_slide *s, const sp_level *l, int64_t x0, int64_t y0, int64_t w,
+                            int64_t h, unsigned bpp, uint8_t *rgba, uint64_t stride,
+                            sp_err *err) {
     const bif *b = s->priv;
     const bif_level *bl = l->priv;
     int64_t k = bl->scale;
-    int64_t x0 = col * l->tile_width, y0 = row * l->tile_height;
-    int64_t w = l->tile_width, h = l->tile_height;
-    for (int64_t y = 0; y < h; y++) {
-        memset(rgba + (uint64_t)y * stride, 0, (size_t)w * 4);
-    }
     /* The frames under the tile, painted top-left first so that the bottom-right one shows. */
     size_t n = 0, cap = 0;
     frame *frames = NULL;
@@ -266,14 +305,44 @@ static sp_status bif_read_tile(sp_slide *s, const sp_level *l, int64_t col, int6
         qsort(frames, n, sizeof *frames, frame_cmp);
     }
     tile_cache cache = {0};
+    bool parts = (sp_tiff_area_scales(s->container, bl->dir) & 1u) != 0;
     for (size_t i = 0; st == SP_OK && i < n; i++) {
-        st = paint_frame(s, b, bl, &frames[i], x0, y0, w, h, &cache, rgba, stride, err);
+        st = parts ? paint_frame_part(s, b, bl, &frames[i], x0, y0, w, h, bpp, rgba, stride, err)
+                   : paint_frame(s, b, bl, &frames[i], x0, y0, w, h, &cache, rgba, stride, err);
     }
     for (int i = 0; i < cache.n; i++) {
         free(cache.buf[i]);
     }
     free(frames);
     return st;
+}
+
+static sp_status bif_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                               uint8_t *rgba, uint64_t stride, sp_err *err) {
+    for (int64_t y = 0; y < l->tile_height; y++) {
+        memset(rgba + (uint64_t)y * stride, 0, (size_t)l->tile_width * 4);
+    }
+    return paint_rect(s, l, col * l->tile_width, row * l->tile_height, l->tile_width,
+                      l->tile_height, 4, rgba, stride, err);
+}
+
+static unsigned bif_area_scales(sp_slide *s, const sp_level *l) {
+    return (sp_tiff_area_scales(s->container, ((const bif_level *)l->priv)->dir) & 1u) ? 1u : 0u;
+}
+
+/* Only the part (x, y, w, h) of a level tile: each frame under it decodes only the part of its
+ * TIFF tile that shows, straight into `dst`. */
+static sp_status bif_read_tile_area(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                                    unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
+                                    sp_pixel_format format, uint8_t *dst, int64_t stride,
+                                    const uint8_t *empty, sp_err *err) {
+    int bpp = sp_pixel_format_bytes(format);
+    if (scale != 1 || bif_area_scales(s, l) == 0 || (bpp != 3 && bpp != 4)) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "a Ventana level tile read at 1/%u", scale);
+    }
+    sp_fill_pixels(dst, stride, w, h, bpp, empty);
+    return paint_rect(s, l, col * l->tile_width + x, row * l->tile_height + y, w, h,
+                      (unsigned)bpp, dst, (uint64_t)stride, err);
 }
 
 static sp_status bif_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
@@ -292,8 +361,8 @@ static void bif_destroy(sp_slide *s) {
     sp_tiff_slide_ops.destroy(s);
 }
 
-static const sp_slide_ops bif_ops = {bif_read_tile, bif_read_associated, bif_destroy,
-                                     NULL,          NULL,                NULL};
+static const sp_slide_ops bif_ops = {bif_read_tile,   bif_read_associated, bif_destroy,
+                                     bif_area_scales, bif_read_tile_area,  NULL};
 
 /* ---- the level-0 XMP (EncodeInfo) ---------------------------------------------------------- */
 
