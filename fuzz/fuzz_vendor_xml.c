@@ -58,8 +58,7 @@ static const uint8_t tile_jpeg[] = {
     0x9a, 0x17, 0x31, 0x05, 0x98, 0x47, 0x28, 0xf2, 0xf3, 0x3f, 0x22, 0x37, 0xf9, 0x19, 0x40, 0x2c,
     0x58, 0x7c, 0xd9, 0xfe, 0x2e, 0x7a, 0xe0, 0x67, 0xb9, 0xa8, 0xa2, 0xb7, 0x67, 0x4d, 0xae, 0xd2,
     0x88, 0xa4, 0xc1, 0x1e, 0x5a, 0x63, 0x79, 0xcf, 0xf0, 0x1c, 0x1f, 0xbb, 0xc7, 0xaf, 0x4e, 0x3e,
-    0xf7, 0x1f, 0xff, 0xd9
-};
+    0xf7, 0x1f, 0xff, 0xd9};
 
 typedef struct fdir {
     uint32_t width, height, subfile;
@@ -101,8 +100,8 @@ static void put_at(fbuf *b, size_t at, uint32_t v, int bytes) {
 typedef struct ftag {
     uint16_t tag, type;
     uint32_t count;
-    uint32_t value;      /* inline value, or */
-    const void *data;    /* out-of-line bytes (count * type size), written before the IFD */
+    uint32_t value;   /* inline value, or */
+    const void *data; /* out-of-line bytes (count * type size), written before the IFD */
     size_t data_len;
 } ftag;
 
@@ -128,7 +127,8 @@ static int build_tiff(const fdir *dirs, int n, bool jpeg, fbuf *b) {
         uint32_t down = f->tiled ? (f->height + TILE - 1) / TILE : 1;
         uint32_t chunks = across * down;
         uint32_t bytes = compressed ? (uint32_t)sizeof tile_jpeg
-                         : f->tiled ? TILE * TILE * 3 : f->width * f->height * 3;
+                         : f->tiled ? TILE * TILE * 3
+                                    : f->width * f->height * 3;
         if (!f->tiled && bytes > sizeof pixels) {
             return -1;
         }
@@ -151,7 +151,11 @@ static int build_tiff(const fdir *dirs, int n, bool jpeg, fbuf *b) {
         tags[nt++] = (ftag){259, 3, 1, compressed ? 7 : 1, NULL, 0};
         tags[nt++] = (ftag){262, 3, 1, 2, NULL, 0};
         if (f->description != NULL) {
-            tags[nt++] = (ftag){270, 2, (uint32_t)f->description_len + 1, 0, f->description,
+            tags[nt++] = (ftag){270,
+                                2,
+                                (uint32_t)f->description_len + 1,
+                                0,
+                                f->description,
                                 f->description_len + 1};
         }
         if (!f->tiled) {
@@ -164,8 +168,8 @@ static int build_tiff(const fdir *dirs, int n, bool jpeg, fbuf *b) {
         }
         tags[nt++] = (ftag){284, 3, 1, 1, NULL, 0};
         if (f->software != NULL) {
-            tags[nt++] = (ftag){305, 2, (uint32_t)strlen(f->software) + 1, 0, f->software,
-                                strlen(f->software) + 1};
+            tags[nt++] = (ftag){305, 2,           (uint32_t)strlen(f->software) + 1,
+                                0,   f->software, strlen(f->software) + 1};
         }
         if (f->tiled) {
             tags[nt++] = (ftag){322, 4, 1, TILE, NULL, 0};
@@ -249,8 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     default: /* Ventana: the input is level 0's EncodeInfo XMP; the macro carries a fixed iScan */
         dirs[n++] = (fdir){16, 8, 0, 0, "Label Image", 11, NULL, 700, iscan, strlen(iscan)};
-        dirs[n++] = (fdir){64, 48, 0, 1, "level=0 mag=40 quality=90", 25, NULL, 700, xml,
-                           xml_len};
+        dirs[n++] = (fdir){64, 48, 0, 1, "level=0 mag=40 quality=90", 25, NULL, 700, xml, xml_len};
         dirs[n++] = (fdir){32, 24, 0, 1, "level=1 mag=20 quality=90", 25, NULL, 0, NULL, 0};
         break;
     }

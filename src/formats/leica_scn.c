@@ -138,13 +138,14 @@ static sp_status paint_area_parts(sp_slide *s, const sp_tiff_dir *d, int64_t ax0
             if (d->chunk_offsets[index] == 0 || d->chunk_byte_counts[index] == 0) {
                 continue;
             }
-            int64_t x0 = col * cw > ax0 ? col * cw : ax0, x1 = (col + 1) * cw < ax1 ? (col + 1) * cw : ax1;
-            int64_t y0 = row * ch > ay0 ? row * ch : ay0, y1 = (row + 1) * ch < ay1 ? (row + 1) * ch : ay1;
+            int64_t x0 = col * cw > ax0 ? col * cw : ax0,
+                    x1 = (col + 1) * cw < ax1 ? (col + 1) * cw : ax1;
+            int64_t y0 = row * ch > ay0 ? row * ch : ay0,
+                    y1 = (row + 1) * ch < ay1 ? (row + 1) * ch : ay1;
             uint8_t *dst = rgba + (uint64_t)(y0 - ty) * stride + (uint64_t)(x0 - tx) * bpp;
             st = sp_tiff_decode_chunk_area(s->container, d, index, 1, (uint64_t)(x0 - col * cw),
                                            (uint64_t)(y0 - row * ch), (uint64_t)(x1 - x0),
-                                           (uint64_t)(y1 - y0), bpp, dst, stride, transparent,
-                                           err);
+                                           (uint64_t)(y1 - y0), bpp, dst, stride, transparent, err);
         }
     }
     return st;
@@ -169,13 +170,14 @@ static sp_status paint_area(sp_slide *s, const scn_area *a, int64_t x0, int64_t 
         return paint_area_parts(s, d, ax0, ay0, ax1, ay1, tx, ty, bpp, rgba, stride, err);
     }
     uint8_t *buf = NULL;
-    sp_status st = sp_alloc(&s->limits, (uint64_t)cw * (uint64_t)ch * 4, "a Leica tile",
-                            (void **)&buf, err);
+    sp_status st =
+        sp_alloc(&s->limits, (uint64_t)cw * (uint64_t)ch * 4, "a Leica tile", (void **)&buf, err);
     for (int64_t row = ay0 / ch; st == SP_OK && row <= (ay1 - 1) / ch; row++) {
         for (int64_t col = ax0 / cw; st == SP_OK && col <= (ax1 - 1) / cw; col++) {
             memset(buf, 0, (size_t)(cw * ch * 4));
-            st = sp_tiff_decode_chunk(s->container, d, (uint64_t)row * d->chunks_across +
-                                      (uint64_t)col, buf, (uint64_t)cw * 4, err);
+            st = sp_tiff_decode_chunk(s->container, d,
+                                      (uint64_t)row * d->chunks_across + (uint64_t)col, buf,
+                                      (uint64_t)cw * 4, err);
             if (st == SP_OK) {
                 paint_chunk(buf, cw, ch, col * cw, row * ch, ax0, ay0, ax1, ay1, tx, ty, rgba,
                             stride);
@@ -194,8 +196,8 @@ static sp_status leica_read_tile(sp_slide *s, const sp_level *l, int64_t col, in
     }
     sp_status st = SP_OK;
     for (int i = 0; st == SP_OK && i < sl->n_areas; i++) {
-        st = paint_area(s, &sl->areas[i], col * l->tile_width, row * l->tile_height,
-                        l->tile_width, l->tile_height, sl->parts, 4, rgba, stride, err);
+        st = paint_area(s, &sl->areas[i], col * l->tile_width, row * l->tile_height, l->tile_width,
+                        l->tile_height, sl->parts, 4, rgba, stride, err);
     }
     return st;
 }
@@ -243,9 +245,8 @@ static void leica_destroy(sp_slide *s) {
     sp_tiff_slide_ops.destroy(s);
 }
 
-static const sp_slide_ops leica_ops = {leica_read_tile,   leica_read_associated,
-                                       leica_destroy,     leica_area_scales,
-                                       leica_read_tile_area, NULL};
+static const sp_slide_ops leica_ops = {leica_read_tile,   leica_read_associated, leica_destroy,
+                                       leica_area_scales, leica_read_tile_area,  NULL};
 
 /* ---- the XML ------------------------------------------------------------------------------- */
 

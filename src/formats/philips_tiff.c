@@ -95,8 +95,8 @@ static void philips_destroy(sp_slide *s) {
     sp_tiff_slide_ops.destroy(s);
 }
 
-static const sp_slide_ops philips_ops = {philips_read_tile,   philips_read_associated,
-                                         philips_destroy,     philips_area_scales,
+static const sp_slide_ops philips_ops = {philips_read_tile,      philips_read_associated,
+                                         philips_destroy,        philips_area_scales,
                                          philips_read_tile_area, philips_prefetch};
 
 /* ---- the XML -------------------------------------------------------------------------------- */
@@ -321,8 +321,9 @@ static sp_status add_xml_associated(sp_slide *s, xmlDoc *doc, int which, sp_err 
     xmlFree(text);
     uint32_t w = 0, h = 0;
     int components = 0;
-    if (st == SP_OK && sp_jpeg_read_header(pa->jpeg, pa->jpeg_len, NULL, 0, &w, &h, &components,
-                                           &ignored) == SP_OK &&
+    if (st == SP_OK &&
+        sp_jpeg_read_header(pa->jpeg, pa->jpeg_len, NULL, 0, &w, &h, &components, &ignored) ==
+            SP_OK &&
         w > 0 && h > 0) {
         return sp_slide_add_associated(s, assoc_names[which], w, h, pa, err);
     }
@@ -386,8 +387,8 @@ static sp_status add_levels(sp_slide *s, xmlDoc *doc, sp_err *err) {
         bool ok = text != NULL && parse_spacing(text, &w, &h);
         xmlFree(text);
         if (!ok) {
-            st = sp_err_set(err, SP_E_CORRUPT, "level %u: the Philips pixel spacing is not two numbers",
-                            k);
+            st = sp_err_set(err, SP_E_CORRUPT,
+                            "level %u: the Philips pixel spacing is not two numbers", k);
             break;
         }
         sp_level l = {
@@ -442,9 +443,10 @@ static sp_status philips_open(sp_slide *s, sp_probe *p, sp_err *err) {
     sp_status st = sp_vendor_xml_parse(desc, desc != NULL ? strlen(desc) : 0, &s->limits,
                                        "the Philips ImageDescription", &doc, err);
     if (st == SP_OK) {
-        xmlXPathObject *wsi = sp_vendor_xml_select(doc, NULL, PHILIPS_SCANNED
-                                                   "[Attribute/@Name='PIM_DP_IMAGE_TYPE' and "
-                                                   "Attribute/text()='WSI']");
+        xmlXPathObject *wsi =
+            sp_vendor_xml_select(doc, NULL,
+                                 PHILIPS_SCANNED "[Attribute/@Name='PIM_DP_IMAGE_TYPE' and "
+                                                 "Attribute/text()='WSI']");
         int count = wsi != NULL ? wsi->nodesetval->nodeNr : 0;
         xmlXPathFreeObject(wsi);
         if (count != 1) {

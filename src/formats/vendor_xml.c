@@ -21,8 +21,8 @@ static xmlDoc *parse(const char *text, size_t len) {
         return NULL;
     }
     xmlDoc *doc = xmlReadMemory(text, (int)len, NULL, NULL, VENDOR_XML_OPTIONS);
-    if (doc != NULL && (doc->intSubset != NULL || doc->extSubset != NULL ||
-                        xmlDocGetRootElement(doc) == NULL)) {
+    if (doc != NULL &&
+        (doc->intSubset != NULL || doc->extSubset != NULL || xmlDocGetRootElement(doc) == NULL)) {
         xmlFreeDoc(doc); /* a DTD could declare entities; vendors' metadata has none */
         doc = NULL;
     }
@@ -38,8 +38,7 @@ sp_status sp_vendor_xml_parse(const char *text, size_t len, const sp_limits *lim
     }
     *doc = parse(text, len);
     if (*doc == NULL) {
-        return sp_err_set(err, SP_E_CORRUPT, "%s is not well-formed XML (or declares a DTD)",
-                          what);
+        return sp_err_set(err, SP_E_CORRUPT, "%s is not well-formed XML (or declares a DTD)", what);
     }
     return SP_OK;
 }
@@ -80,8 +79,8 @@ xmlXPathObject *sp_vendor_xml_select(xmlDoc *doc, xmlNode *node, const char *xpa
     }
     xmlXPathObject *r = xmlXPathEvalExpression((const xmlChar *)xpath, ctx);
     xmlXPathFreeContext(ctx);
-    if (r != NULL && (r->type != XPATH_NODESET || r->nodesetval == NULL ||
-                      r->nodesetval->nodeNr == 0)) {
+    if (r != NULL &&
+        (r->type != XPATH_NODESET || r->nodesetval == NULL || r->nodesetval->nodeNr == 0)) {
         xmlXPathFreeObject(r);
         r = NULL;
     }

@@ -58,8 +58,8 @@ typedef struct bif {
 /* The XMP packet of `d` as a NUL-terminated copy (to free), or NULL. */
 static char *xmp_of(const sp_tiff_dir *d) {
     const sp_tiff_entry *e = sp_tiff_find(d, TAG_XMP);
-    if (e == NULL || e->data == NULL || e->size == 0 || (e->type != 1 && e->type != 7 &&
-                                                         e->type != 2)) {
+    if (e == NULL || e->data == NULL || e->size == 0 ||
+        (e->type != 1 && e->type != 7 && e->type != 2)) {
         return NULL;
     }
     return strndup((const char *)e->data, (size_t)e->size);
@@ -145,14 +145,17 @@ static sp_status cached_tile(sp_slide *s, const sp_tiff_dir *d, int64_t col, int
     }
     c->col[slot] = c->row[slot] = -1;
     memset(c->buf[slot], 0, (size_t)bytes);
-    if (col < 0 || row < 0 || (uint64_t)col >= d->chunks_across || (uint64_t)row >= d->chunks_down) {
-        return sp_err_set(err, SP_E_CORRUPT, "a Ventana frame in TIFF tile (%lld, %lld), outside "
-                          "the level's %llux%llu tiles", (long long)col, (long long)row,
-                          (unsigned long long)d->chunks_across,
+    if (col < 0 || row < 0 || (uint64_t)col >= d->chunks_across ||
+        (uint64_t)row >= d->chunks_down) {
+        return sp_err_set(err, SP_E_CORRUPT,
+                          "a Ventana frame in TIFF tile (%lld, %lld), outside "
+                          "the level's %llux%llu tiles",
+                          (long long)col, (long long)row, (unsigned long long)d->chunks_across,
                           (unsigned long long)d->chunks_down);
     }
-    sp_status st = sp_tiff_decode_chunk(s->container, d, (uint64_t)row * d->chunks_across +
-                                        (uint64_t)col, c->buf[slot], d->chunk_width * 4, err);
+    sp_status st =
+        sp_tiff_decode_chunk(s->container, d, (uint64_t)row * d->chunks_across + (uint64_t)col,
+                             c->buf[slot], d->chunk_width * 4, err);
     if (st != SP_OK) {
         return st;
     }
@@ -183,9 +186,10 @@ static sp_status paint_frame_part(sp_slide *s, const bif *b, const bif_level *bl
     const sp_tiff_dir *d = bl->dir;
     int64_t k = bl->scale, col = f->col / k, row = f->row / k;
     if ((uint64_t)col >= d->chunks_across || (uint64_t)row >= d->chunks_down) {
-        return sp_err_set(err, SP_E_CORRUPT, "a Ventana frame in TIFF tile (%lld, %lld), outside "
-                          "the level's %llux%llu tiles", (long long)col, (long long)row,
-                          (unsigned long long)d->chunks_across,
+        return sp_err_set(err, SP_E_CORRUPT,
+                          "a Ventana frame in TIFF tile (%lld, %lld), outside "
+                          "the level's %llux%llu tiles",
+                          (long long)col, (long long)row, (unsigned long long)d->chunks_across,
                           (unsigned long long)d->chunks_down);
     }
     uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
@@ -262,8 +266,7 @@ static void frame_range(double p, double advance, int64_t size, int64_t n, int64
  * or 4; 4 unless the level's tiles decode in part), already filled with what shows where no
  * frame lies. */
 static sp_status paint_rect(sp_slide *s, const sp_level *l, int64_t x0, int64_t y0, int64_t w,
-                            int64_t h, unsigned bpp, uint8_t *rgba, uint64_t stride,
-                            sp_err *err) {
+                            int64_t h, unsigned bpp, uint8_t *rgba, uint64_t stride, sp_err *err) {
     const bif *b = s->priv;
     const bif_level *bl = l->priv;
     int64_t k = bl->scale;
@@ -341,8 +344,8 @@ static sp_status bif_read_tile_area(sp_slide *s, const sp_level *l, int64_t col,
         return sp_err_set(err, SP_E_INVALID_ARG, "a Ventana level tile read at 1/%u", scale);
     }
     sp_fill_pixels(dst, stride, w, h, bpp, empty);
-    return paint_rect(s, l, col * l->tile_width + x, row * l->tile_height + y, w, h,
-                      (unsigned)bpp, dst, (uint64_t)stride, err);
+    return paint_rect(s, l, col * l->tile_width + x, row * l->tile_height + y, w, h, (unsigned)bpp,
+                      dst, (uint64_t)stride, err);
 }
 
 static sp_status bif_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
@@ -485,12 +488,14 @@ static sp_status parse_area(xmlNode *info, xmlNode *origin, bif *b, bif_area *a,
         bool up = dir != NULL && strcmp((const char *)dir, "UP") == 0;
         xmlFree(dir);
         if (st == SP_OK && !right && !up) {
-            st = sp_err_set(err, SP_E_CORRUPT, "a Ventana tile joint whose Direction is not "
+            st = sp_err_set(err, SP_E_CORRUPT,
+                            "a Ventana tile joint whose Direction is not "
                             "RIGHT or UP");
         }
-        if (st == SP_OK && ((right && !(c2 == c1 + 1 && r2 == r1)) ||
-                            (up && !(c2 == c1 && r2 == r1 - 1)))) {
-            st = sp_err_set(err, SP_E_CORRUPT, "a Ventana tile joint between tiles that do not "
+        if (st == SP_OK &&
+            ((right && !(c2 == c1 + 1 && r2 == r1)) || (up && !(c2 == c1 && r2 == r1 - 1)))) {
+            st = sp_err_set(err, SP_E_CORRUPT,
+                            "a Ventana tile joint between tiles that do not "
                             "touch");
         }
         if (st == SP_OK) {
@@ -518,12 +523,14 @@ static sp_status parse_area(xmlNode *info, xmlNode *origin, bif *b, bif_area *a,
 }
 
 static sp_status parse_encode_info(xmlDoc *doc, bif *b, sp_err *err) {
-    xmlXPathObject *infos = sp_vendor_xml_select(doc, NULL, "/EncodeInfo/SlideStitchInfo/ImageInfo");
+    xmlXPathObject *infos =
+        sp_vendor_xml_select(doc, NULL, "/EncodeInfo/SlideStitchInfo/ImageInfo");
     xmlXPathObject *origins = sp_vendor_xml_select(doc, NULL, "/EncodeInfo/AoiOrigin/*");
     sp_status st = SP_OK;
     if (infos == NULL || origins == NULL ||
         infos->nodesetval->nodeNr != origins->nodesetval->nodeNr) {
-        st = sp_err_set(err, SP_E_CORRUPT, "the Ventana EncodeInfo's areas and origins do not "
+        st = sp_err_set(err, SP_E_CORRUPT,
+                        "the Ventana EncodeInfo's areas and origins do not "
                         "match");
     }
     if (st == SP_OK) {
@@ -559,9 +566,10 @@ static sp_status parse_encode_info(xmlDoc *doc, bif *b, sp_err *err) {
      * put hundreds of frames under one level tile (a hostile file's way to make reads crawl). */
     if (!(b->advance_x >= (double)b->tile_w / 2 && b->advance_y >= (double)b->tile_h / 2 &&
           b->advance_x <= 4.0 * (double)b->tile_w && b->advance_y <= 4.0 * (double)b->tile_h)) {
-        return sp_err_set(err, SP_E_UNSUPPORTED, "Ventana frames %gx%g pixels apart for frames of "
-                          "%lldx%lld: overlaps beyond half a frame are not read", b->advance_x,
-                          b->advance_y, (long long)b->tile_w, (long long)b->tile_h);
+        return sp_err_set(err, SP_E_UNSUPPORTED,
+                          "Ventana frames %gx%g pixels apart for frames of "
+                          "%lldx%lld: overlaps beyond half a frame are not read",
+                          b->advance_x, b->advance_y, (long long)b->tile_w, (long long)b->tile_h);
     }
     /* Pos-Y runs up from below every area: turn it into a top-down position. */
     int64_t top = 0;
@@ -658,8 +666,10 @@ static sp_status add_bif_level(sp_slide *s, bif *b, const sp_tiff_dir *d, double
     }
     double k = round(downsample);
     if (!(k >= 1 && k <= 1024) || fabs(k - downsample) > 1e-9) {
-        return sp_err_set(err, SP_E_UNSUPPORTED, "a Ventana level at downsample %g (not a whole "
-                          "number) is not read", downsample);
+        return sp_err_set(err, SP_E_UNSUPPORTED,
+                          "a Ventana level at downsample %g (not a whole "
+                          "number) is not read",
+                          downsample);
     }
     bif_level *bl = &b->levels[b->n_levels++];
     bl->dir = d;
@@ -721,13 +731,17 @@ static sp_status ventana_open(sp_slide *s, sp_probe *p, sp_err *err) {
             int64_t level = 0;
             double mag = 0;
             if (!parse_level_description(desc, &level, &mag)) {
-                st = sp_err_set(err, SP_E_CORRUPT, "Ventana directory %u: \"%s\" gives no level "
-                                "and magnification", i, desc);
+                st = sp_err_set(err, SP_E_CORRUPT,
+                                "Ventana directory %u: \"%s\" gives no level "
+                                "and magnification",
+                                i, desc);
                 break;
             }
             if (level != next++ || !(mag < prev_mag) || !(mag > 0)) {
-                st = sp_err_set(err, SP_E_CORRUPT, "Ventana directory %u: level %lld at "
-                                "magnification %g is out of order", i, (long long)level, mag);
+                st = sp_err_set(err, SP_E_CORRUPT,
+                                "Ventana directory %u: level %lld at "
+                                "magnification %g is out of order",
+                                i, (long long)level, mag);
                 break;
             }
             prev_mag = mag;
