@@ -141,13 +141,21 @@ def test_spoiled_tile_fails_cleanly(leica, tmp_path, run):
     _one_line_error(proc, path, "")
 
 
-def test_truncated_file_fails_cleanly(leica, tmp_path, run):
-    """The file cut at 60%: the directory chain runs past the end; exit 1 and one line naming
-    the file and what lies beyond the end."""
+def test_truncated_file_fails_cleanly(leica, tmp_path, run, info):
+    """The file cut in the middle of level 0's tile data: opening fails when a directory lies
+    past the cut, else reading the whole of level 0 (whose later tiles are gone) does; either
+    way exit 1 and one line naming the file and what lies beyond the end."""
     path = tmp_path / ("truncated" + leica.suffix)
     data = leica.read_bytes()
-    path.write_bytes(data[: len(data) * 6 // 10])
+    with tifffile.TiffFile(leica) as tif:
+        level0 = max((p for p in tif.pages if p.is_tiled), key=lambda p: p.imagewidth)
+        offsets = sorted(o for o in level0.dataoffsets if o)
+    path.write_bytes(data[: offsets[len(offsets) // 2] + 10])
     proc = run(["info", path])
+    if proc.returncode == 0:
+        lv = info(path)["levels"][0]
+        proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width",
+                    lv["width"], "--height", lv["height"], "-o", tmp_path / "r.rgba"])
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr

@@ -42,6 +42,11 @@ def pad_to(rgb: np.ndarray, width: int, height: int, value: int = 236) -> np.nda
     return out
 
 
+# tifffile's photometric="rgb" with compression="jpeg" stores what scanners store: JPEG tiles of
+# YCbCr (2x2 subsampled) converted from the RGB given, tagged Photometric YCbCr. (Its
+# photometric="ycbcr" would take the given pixels as YCbCr already.)
+
+
 def jpeg(rgb: np.ndarray, quality: int = 85) -> bytes:
     import imagecodecs
 
@@ -170,7 +175,7 @@ def write_philips(path: Path, testdata: Path, *, drop_spacing: int | None = None
     xml = philips_xml(levels, xml_label, macro, drop_spacing)
     with tifffile.TiffWriter(path, bigtiff=False) as tif:
         for k, img in enumerate(images):
-            tif.write(img, tile=(PHILIPS_TILE, PHILIPS_TILE), photometric="ycbcr",
+            tif.write(img, tile=(PHILIPS_TILE, PHILIPS_TILE), photometric="rgb",
                       compression="jpeg", compressionargs={"level": 85},
                       subfiletype=0 if k == 0 else 1, description=xml if k == 0 else None,
                       software="Philips DP v1.0" if k == 0 else None, metadata=None,
@@ -284,7 +289,7 @@ def write_leica(path: Path, testdata: Path, *, dissimilar: bool = False,
             h, w = rgb.shape[:2]
             tw = LEICA_TILE if w > 128 else 128
             th = LEICA_TILE if h > 128 else 128
-            tif.write(rgb, tile=(th, tw), photometric="ycbcr", compression="jpeg",
+            tif.write(rgb, tile=(th, tw), photometric="rgb", compression="jpeg",
                       compressionargs={"level": 85}, description=xml if k == 0 else None,
                       software="Leica SCN" if k == 0 else None, metadata=None,
                       resolution=(res, res), resolutionunit="CENTIMETER")
@@ -392,7 +397,7 @@ def write_bif(path: Path, testdata: Path, *, bad_direction: bool = False,
             img = mosaic if k == 0 else downsample(mosaic, 2 ** k)
             extra = [(700, 1, len(encode), encode.encode(), True)] if k == 0 and not plain_tiff \
                 else []
-            tif.write(img, tile=(t, t), photometric="ycbcr", compression="jpeg",
+            tif.write(img, tile=(t, t), photometric="rgb", compression="jpeg",
                       compressionargs={"level": 90}, metadata=None,
                       description=f"level={k} mag={mag} quality=90", extratags=extra)
     return path
