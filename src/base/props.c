@@ -80,3 +80,16 @@ void sp_props_free(sp_props *props) {
     free(props->items);
     memset(props, 0, sizeof *props);
 }
+
+void sp_props_remove(sp_props *props, const char *key) {
+    for (int32_t i = 0; i < props->count; i++) {
+        if (strcmp(props->items[i].key, key) == 0) {
+            free(props->items[i].key);
+            free(props->items[i].value);
+            memmove(&props->items[i], &props->items[i + 1],
+                    (size_t)(props->count - i - 1) * sizeof *props->items);
+            props->count--;
+            return;
+        }
+    }
+}

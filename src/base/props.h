@@ -24,5 +24,8 @@ sp_status sp_props_set(sp_props *props, const char *key, const char *value, sp_e
 void sp_props_finish(sp_props *props);
 const char *sp_props_get(const sp_props *props, const char *key);
 void sp_props_free(sp_props *props);
+/* Remove `key` if set (a format that keeps a raw blob, such as an XML description, out of the
+ * properties); call before sp_props_finish. */
+void sp_props_remove(sp_props *props, const char *key);
 
 #endif

@@ -2,6 +2,9 @@
 #include "formats/format.h"
 
 extern const sp_format sp_format_hamamatsu_ndpi;
+extern const sp_format sp_format_philips_tiff;
+extern const sp_format sp_format_leica_scn;
+extern const sp_format sp_format_ventana_bif;
 extern const sp_format sp_format_aperio;
 extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
@@ -10,6 +13,9 @@ extern const sp_format sp_format_generic_tiff;
 
 const sp_format *const sp_formats[] = {
     &sp_format_hamamatsu_ndpi,
+    &sp_format_philips_tiff,
+    &sp_format_leica_scn,
+    &sp_format_ventana_bif,
     &sp_format_aperio,
     &sp_format_ome_tiff,
     &sp_format_dicom,
