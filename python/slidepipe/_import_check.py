@@ -11,7 +11,6 @@ it (python -m slidepipe.doctor checks them all). It imports nothing of the packa
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import sys
@@ -31,26 +30,11 @@ def _interpreter() -> str:
             f"at {sys.executable}")
 
 
-def _package_dirs(package_path) -> list[str]:
-    """The folders that hold the package's files: its __path__ and, for an editable install whose
-    compiled parts live apart from its sources, the folder of the build record."""
-    dirs = [os.path.abspath(p) for p in package_path]
-    try:
-        spec = importlib.util.find_spec("slidepipe._build")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        d = os.path.dirname(os.path.abspath(spec.origin))
-        if d not in dirs:
-            dirs.append(d)
-    return dirs
-
-
 def built_abis(package_path) -> list[str]:
     """The ABI tags of the _core extension files present beside the package, from their names
     (_core.<tag>.so); 'abi3' for a stable-ABI build."""
     tags = []
-    for d in _package_dirs(package_path):
+    for d in doctor.package_dirs(package_path):
         try:
             names = sorted(os.listdir(d))
         except OSError:
@@ -72,12 +56,19 @@ def _recorded_abi() -> str | None:
 
 def explain(error: ImportError, package_path) -> ImportError:
     """An ImportError saying why slidepipe._core did not load, chained to `error` by the caller."""
-    missing = doctor.missing_from_message(str(error))
-    if missing:
+    first = doctor.missing_from_message(str(error))
+    if first:
+        missing = [first]
+        try:
+            rows = doctor.check(doctor.extension_files(package_path))
+            missing += [so for _f, so, found in rows if not found and so not in missing]
+        except (OSError, ValueError):
+            pass
+        named = "; ".join(f"{so} ({doctor.debian_hint(so)})" for so in missing)
         return ImportError(
-            f"slidepipe: the compiled extension needs the shared library {missing}, which this "
-            f"machine lacks ({doctor.debian_hint(missing)}); python -m slidepipe.doctor lists "
-            f"every library it needs. Interpreter: {_interpreter()}. Original error: {error}")
+            f"slidepipe: the compiled extension needs shared libraries this machine lacks: "
+            f"{named}. `python {doctor.__file__}` lists every library it needs. "
+            f"Interpreter: {_interpreter()}. Original error: {error}")
     tags = built_abis(package_path)
     here = running_abi()
     if tags and here not in tags and "abi3" not in tags:
@@ -91,7 +82,7 @@ def explain(error: ImportError, package_path) -> ImportError:
         built = f"it was built for {recorded}" if recorded else "no build record either"
         return ImportError(
             f"slidepipe: no compiled extension (_core) beside the package in "
-            f"{', '.join(_package_dirs(package_path))} ({built}); the running interpreter is "
+            f"{', '.join(doctor.package_dirs(package_path))} ({built}); the running interpreter is "
             f"{_interpreter()}. Build and install it: {sys.executable} -m pip install "
             f"<slidepipe source folder> (or `make`, which puts the package in build/python).")
     return ImportError(

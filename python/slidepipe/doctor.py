@@ -6,8 +6,9 @@ setup the project no longer controls). So an install on a machine without them m
 is missing. This module reads the NEEDED entries of the extension and of the slidepipe command
 straight from their ELF dynamic sections, asks the dynamic loader for each, and maps a missing one
 to the Debian package that holds it. `python -m slidepipe.doctor` prints the table and exits 1 when
-something is missing; the import check (_import_check.py) uses missing_from_message and
-debian_hint for the error it raises. It must not import slidepipe._core: it runs when that fails.
+something is missing; the import check (_import_check.py) names every missing library with it.
+It imports nothing of the package, so `python .../slidepipe/doctor.py` runs even when
+`import slidepipe` fails.
 """
 
 from __future__ import annotations
@@ -119,14 +120,33 @@ def check(paths) -> list[tuple[str, str, bool]]:
     return rows
 
 
+def package_dirs(package_path=()) -> list[str]:
+    """The folders that may hold the extension: the package's own (`package_path`, and this
+    file's), then each slidepipe folder on sys.path that holds a build record, which is where an
+    editable install keeps its compiled parts apart from its sources. Imports nothing, so it works
+    when the package does not import."""
+    dirs = []
+    for d in [*package_path, os.path.dirname(os.path.abspath(__file__))]:
+        if os.path.abspath(d) not in dirs:
+            dirs.append(os.path.abspath(d))
+    for entry in sys.path:
+        d = os.path.abspath(os.path.join(entry or os.getcwd(), "slidepipe"))
+        if d not in dirs and os.path.isfile(os.path.join(d, "_build.py")):
+            dirs.append(d)
+    return dirs
+
+
+def extension_files(package_path=()) -> list[str]:
+    files = []
+    for d in package_dirs(package_path):
+        files += sorted(glob.glob(os.path.join(d, "_core.*.so")))
+    return files
+
+
 def installed_files() -> list[str]:
     """The extension beside this module (or beside its build record, for an editable install)
-    and the slidepipe command on PATH, whichever exist."""
-    from ._import_check import _package_dirs
-    here = os.path.dirname(os.path.abspath(__file__))
-    files = []
-    for d in _package_dirs([here]):
-        files += sorted(glob.glob(os.path.join(d, "_core.*.so")))
+    and the slidepipe command of this environment or PATH, whichever exist."""
+    files = extension_files()
     command = shutil.which("slidepipe", path=os.pathsep.join(
         [os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
     if command:
