@@ -122,13 +122,15 @@ def check(paths) -> list[tuple[str, str, bool]]:
 
 def package_dirs(package_path=()) -> list[str]:
     """The folders that may hold the extension: the package's own (`package_path`, and this
-    file's), then each slidepipe folder on sys.path that holds a build record, which is where an
-    editable install keeps its compiled parts apart from its sources. Imports nothing, so it works
-    when the package does not import."""
+    file's); only when those hold no build record (the sources of an editable install, whose
+    compiled parts live in the environment), each slidepipe folder on sys.path that has one.
+    Imports nothing, so it works when the package does not import."""
     dirs = []
     for d in [*package_path, os.path.dirname(os.path.abspath(__file__))]:
         if os.path.abspath(d) not in dirs:
             dirs.append(os.path.abspath(d))
+    if any(os.path.isfile(os.path.join(d, "_build.py")) for d in dirs):
+        return dirs
     for entry in sys.path:
         d = os.path.abspath(os.path.join(entry or os.getcwd(), "slidepipe"))
         if d not in dirs and os.path.isfile(os.path.join(d, "_build.py")):

@@ -220,7 +220,8 @@ def test_missing_library_is_named(wheel_env, tmp):
     work = tmp / "missing-lib"
     work.mkdir()
     (work / "gone.c").write_text("int sp_gone(void) { return 7; }\n")
-    (work / "core.c").write_text("int sp_gone(void);\nint PyInit__core(void) { return sp_gone(); }\n")
+    (work / "core.c").write_text("#include <unistd.h>\nint sp_gone(void);\n"
+                                 "int PyInit__core(void) { return sp_gone() + getpid(); }\n")
     run([cc, "-shared", "-fPIC", "-Wl,-soname,libspgone.so.1", "-o", work / "libspgone.so",
          work / "gone.c"])
     copy = package_copy(wheel_env, tmp, "missing-lib-build")
@@ -232,7 +233,8 @@ def test_missing_library_is_named(wheel_env, tmp):
                check=False)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert "needs shared libraries this machine lacks: libspgone.so.1 (find its package with" in last, last
+    assert ("needs shared libraries this machine lacks: libspgone.so.1 (find its package with"
+            in last), last
     assert "slidepipe/doctor.py` lists every library" in last, last
     # The doctor runs as a file, without importing the package that cannot import.
     doctor = run([python, copy / "slidepipe" / "doctor.py", core], cwd=tmp, check=False)
