@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 10
 # The Python binding is built for the interpreter that makes the test venv.
 PYTHON_HINT = -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
 
-.PHONY: all build demo test unit pytest asan fuzz fuzz-smoke tsan bootstrap venv clean
+.PHONY: all build demo test unit pytest pip-test asan fuzz fuzz-smoke tsan bootstrap venv clean
 
 all: build
 
@@ -34,15 +34,29 @@ $(VENV)/.installed: tests/requirements.txt
 
 venv: $(VENV)/.installed
 
-demo: bootstrap build
-	scripts/demo $(BUILD)/slidepipe demo-out
+# The demo's Python step runs in the project's own environment: the test venv when `make venv`
+# (or `make test`) made it, otherwise a small one holding numpy only (seconds, not torch's minutes).
+DEMO_VENV ?= .venv-demo
+DEMO_ENV = $(if $(wildcard $(VENV)/.installed),$(VENV),$(DEMO_VENV))
+$(DEMO_VENV)/.installed: tests/requirements.txt
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install --quiet --disable-pip-version-check $$(grep '^numpy==' tests/requirements.txt)
+	touch $@
+
+demo: bootstrap build $(DEMO_ENV)/.installed
+	scripts/demo $(BUILD)/slidepipe demo-out $(DEMO_ENV)/bin/python
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure
 
 pytest: build venv
-	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests
+	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests --ignore=tests/pip
 	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q python/tests
+
+# `pip install .` and `pip install -e .` into new environments, each running python/tests
+# (tests/pip; make test runs it too).
+pip-test: venv
+	$(VENV)/bin/python -m pytest -q -rs tests/pip
 
 $(ASAN_BUILD)/Makefile: CMakeLists.txt
 	CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLIDEPIPE_SANITIZE=ON -DSLIDEPIPE_CUDA=OFF $(PYTHON_HINT)
@@ -75,4 +89,4 @@ test: bootstrap build venv asan fuzz tsan
 	scripts/run-tests $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(VENV) $(FUZZ_SECONDS) $(TSAN_BUILD) "$(TSAN_TESTS)"
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) demo-out
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) build-pip demo-out

@@ -24,7 +24,13 @@ import threading
 
 import numpy as np
 
-from . import _core
+try:
+    from . import _core
+except ImportError as _error:
+    # Built for another interpreter, or a shared library missing: say which (not Python's
+    # "partially initialized module ... circular import").
+    from ._import_check import explain as _explain
+    raise _explain(_error, __path__) from _error
 from . import loader, manifest, stain_tools, stores, train
 from .loader import BatchFormat, read_image, read_patches  # noqa: F401
 from .stores import VerifyResult, convert, process, verify  # noqa: F401

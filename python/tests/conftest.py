@@ -2,8 +2,9 @@
 
 The package is imported from the build folder beside the command the rest of the suite runs
 ($SLIDEPIPE_BIN's folder + /python, default build/python), so the ASan run tests the ASan
-build's extension. A build without the extension is a failure, not a skip: the binding is part
-of `make`. The shared test data missing skips the data tests with the reason.
+build's extension; with SLIDEPIPE_IMPORT=installed (tests/pip) it is the one pip installed.
+A build without the extension is a failure, not a skip: the binding is part of `make`. The
+shared test data missing skips the data tests with the reason.
 """
 
 import atexit
@@ -28,10 +29,18 @@ BIN = Path(os.environ.get("SLIDEPIPE_BIN", REPO_ROOT / "build" / "slidepipe"))
 PACKAGE_DIR = BIN.parent / "python"
 TESTDATA = Path(os.environ.get("SP_TESTDATA", REPO_ROOT.parent / "shared" / "testdata")).resolve()
 
-if not (PACKAGE_DIR / "slidepipe" / "__init__.py").is_file():
-    raise RuntimeError(f"no slidepipe package at {PACKAGE_DIR} (build it with make; it needs "
-                       "python3-dev)")
-sys.path.insert(0, str(PACKAGE_DIR))
+if os.environ.get("SLIDEPIPE_IMPORT") == "installed":
+    # tests/pip: the package pip installed into this interpreter's environment (a wheel, or an
+    # editable install), found by a plain import; build/python is not put on the path.
+    import importlib.util
+    if importlib.util.find_spec("slidepipe") is None:
+        raise RuntimeError(f"SLIDEPIPE_IMPORT=installed, but {sys.executable} has no slidepipe "
+                           "installed")
+else:
+    if not (PACKAGE_DIR / "slidepipe" / "__init__.py").is_file():
+        raise RuntimeError(f"no slidepipe package at {PACKAGE_DIR} (build it with make; it needs "
+                           "python3-dev)")
+    sys.path.insert(0, str(PACKAGE_DIR))
 
 
 @pytest.fixture(scope="session")
