@@ -1,32 +1,39 @@
 /* fuzz_tiff.c — libFuzzer target for the TIFF container, the TIFF-based formats and tile
  * decoding: the input is opened as a slide from memory, then every level's first and last
  * tiles, a region crossing tile borders, and every small associated image are read; before that
- * the complete JPEG streams the GPU path would decode are built for the first and last tiles.
+ * the raw tiles the GPU path would take (JPEG streams, stored rows) of the first and last tiles.
  * Limits are lowered so that hostile sizes hit them quickly instead of allocating gigabytes. */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "formats/tiff_jpeg_tiles.h"
 #include "fuzz_read_slide.h"
 #include "slide/slide.h"
 
-/* The GPU path's complete JPEG streams (tables spliced into tiles) of each qualifying level's
- * first and last tiles: built on the CPU from hostile bytes whatever the build. */
-static void fuzz_jpeg_streams(sp_slide *slide) {
+/* The GPU path's raw tiles (slide/raw_tiles.c) of each qualifying level's first and last tiles:
+ * complete JPEG streams (tables spliced into tiles) or stored rows, built on the CPU from hostile
+ * bytes whatever the build. */
+static void fuzz_raw_tiles(sp_slide *slide) {
+    static uint8_t row[3 * 4096];
     for (int32_t level = 0; level < sp_slide_level_count(slide); level++) {
-        sp_tiff_jpeg_level jl;
-        if (!sp_tiff_jpeg_level_of(slide, level, &jl)) {
+        sp_raw_level raw;
+        if (!sp_slide_raw_level(slide, level, &raw)) {
             continue;
         }
-        uint64_t across = jl.dir->chunks_across, down = jl.dir->chunks_down;
-        int64_t cols[2] = {0, across > 0 ? (int64_t)across - 1 : 0};
-        int64_t rows[2] = {0, down > 0 ? (int64_t)down - 1 : 0};
+        const sp_level *l = &slide->levels[level];
+        int64_t across = (l->width + raw.tile_width - 1) / raw.tile_width;
+        int64_t down = (l->height + raw.tile_height - 1) / raw.tile_height;
+        int64_t cols[2] = {0, across > 0 ? across - 1 : 0};
+        int64_t rows[2] = {0, down > 0 ? down - 1 : 0};
         for (int i = 0; i < 2; i++) {
             uint8_t *stream = NULL;
             size_t len = 0;
             sp_err err = {0};
-            sp_tiff_jpeg_tile_stream(&jl, cols[i], rows[i], &stream, &len, &err);
-            free(stream);
+            if (raw.kind == SP_RAW_JPEG) {
+                sp_slide_read_raw_tile(slide, level, cols[i], rows[i], &stream, &len, &err);
+                free(stream);
+            } else if (raw.tile_width <= 4096) {
+                sp_slide_read_raw_rows(slide, level, cols[i], rows[i], 0, 1, row, &err);
+            }
         }
     }
 }
@@ -43,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (sp_slide_open_source(src, "fuzz", &limits, &slide, &err) != SP_OK) {
         return 0;
     }
-    fuzz_jpeg_streams(slide);
+    fuzz_raw_tiles(slide);
     fuzz_read_slide(slide); /* closes the slide */
     return 0;
 }

@@ -55,9 +55,6 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
                            uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
                            int64_t w, int64_t h);
 
-/* Whether sp_cuda_raw_read takes regions of this level (in some pixel format). */
-bool sp_cuda_raw_level(const sp_slide *slide, int32_t level);
-
 /* Count a region read on the CPU path / through sp_cuda_raw_read (sp_cuda_get_decode_stats). */
 void sp_cuda_nvjpeg_count_cpu_region(void);
 void sp_cuda_count_direct_region(void);

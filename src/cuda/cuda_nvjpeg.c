@@ -1,9 +1,10 @@
 /* cuda_nvjpeg.c — region reads into device memory with the JPEG tiles decoded on the GPU by
  * nvJPEG (loaded at run time), the fast path of sp_cuda_read_region for levels whose tiles are
- * baseline 8-bit three-component JPEG in TIFF (generic TIFF, Aperio SVS, OME-TIFF).
+ * baseline 8-bit three-component JPEG as the format stores them (TIFF: generic TIFF, Aperio SVS,
+ * OME-TIFF).
  *
  * For the tiles under the region, in batches that fit a device scratch of at most 64 MiB: each
- * tile's complete stream (JPEGTables spliced in, src/formats/tiff_jpeg_tiles.c) is parsed and
+ * tile's complete stream (from the slide's raw-tile operation, slide/raw_tiles.c) is parsed and
  * checked on the host, the batch is decoded by nvjpegDecodeBatched into the scratch as component
  * planes (NVJPEG_OUTPUT_YUV: no colour conversion, chroma at its own resolution), and a kernel per
  * tile (jpeg_planes.cu) upsamples and converts the needed part into the caller's rows exactly as
@@ -30,7 +31,6 @@
 
 #include "cuda/cuda_internal.h"
 #include "cuda/jpeg_planes.h"
-#include "formats/tiff_jpeg_tiles.h"
 #include "slide/slide.h"
 
 /* ---- the part of nvJPEG's API used here --------------------------------------------------- */
@@ -277,8 +277,7 @@ typedef struct tile_job {
 } tile_job;
 
 /* Parse tile t's stream and check that this path decodes it; fills t->planes but the pointers. */
-static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_job *t) {
-    const sp_tiff_dir *d = jl->dir;
+static sp_status check_tile(sp_nvjpeg *nv, const sp_raw_level *raw, tile_job *t) {
     int s = API.stream_parse(nv->handle, t->stream, t->len, 0, 0, nv->parsed);
     if (s != NVJPEG_OK) {
         return sp_cuda_note_fallback("nvJPEG cannot parse tile (%lld, %lld) (status %d)",
@@ -299,11 +298,11 @@ static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_jo
             "8-bit 3-component JPEG is decoded on the GPU)",
             (long long)t->col, (long long)t->row, (unsigned)encoding, precision, comps);
     }
-    if (fw != d->chunk_width || fh != d->chunk_height) {
+    if (fw != (unsigned)raw->tile_width || fh != (unsigned)raw->tile_height) {
         return sp_cuda_note_fallback("tile (%lld, %lld): a %ux%u frame in a %llux%llu tile",
                                      (long long)t->col, (long long)t->row, fw, fh,
-                                     (unsigned long long)d->chunk_width,
-                                     (unsigned long long)d->chunk_height);
+                                     (unsigned long long)raw->tile_width,
+                                     (unsigned long long)raw->tile_height);
     }
     for (unsigned c = 0; c < 3; c++) {
         if (API.get_component_dimensions(nv->parsed, c, &w[c], &h[c]) != NVJPEG_OK) {
@@ -337,24 +336,25 @@ static sp_status check_tile(sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl, tile_jo
     t->planes.chroma_height = (int)h[1];
     t->planes.h_factor = hf;
     t->planes.v_factor = vf;
-    t->planes.ycbcr = jl->ycbcr;
+    t->planes.ycbcr = raw->ycbcr;
     return SP_OK;
 }
 
 /* Decode the tiles of one batch into the scratch and paint their parts into the region.
  * SP_E_UNSUPPORTED: a tile this path does not take; SP_E_IO: nvJPEG or CUDA failed. */
-static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jpeg_level *jl,
+static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide, int32_t level,
+                           const sp_raw_level *raw,
                            tile_job *tiles, int n, size_t slot_bytes, uint8_t *dst, int64_t stride,
                            int bpp, int64_t lx, int64_t ly) {
-    const sp_tiff_dir *d = jl->dir;
     const unsigned char *data[BATCH_MAX];
     size_t lengths[BATCH_MAX];
     nvjpeg_image_t images[BATCH_MAX];
-    size_t plane_bytes = (size_t)(d->chunk_width * d->chunk_height);
+    size_t plane_bytes = (size_t)(raw->tile_width * raw->tile_height);
     for (int i = 0; i < n; i++) {
         sp_err err = {0};
         tile_job *t = &tiles[i];
-        sp_status st = sp_tiff_jpeg_tile_stream(jl, t->col, t->row, &t->stream, &t->len, &err);
+        sp_status st = sp_slide_read_raw_tile(slide, level, t->col, t->row, &t->stream, &t->len,
+                                              &err);
         if (st != SP_OK) {
             return sp_cuda_note_fallback("%s", err.msg);
         }
@@ -362,7 +362,7 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
             return sp_cuda_note_fallback("tile (%lld, %lld) is missing", (long long)t->col,
                                          (long long)t->row);
         }
-        st = check_tile(nv, jl, t);
+        st = check_tile(nv, raw, t);
         if (st != SP_OK) {
             return st;
         }
@@ -370,9 +370,9 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
         for (int c = 0; c < 3; c++) {
             uint8_t *plane = nv->scratch + (size_t)i * slot_bytes + (size_t)c * plane_bytes;
             images[i].channel[c] = plane;
-            images[i].pitch[c] = (size_t)d->chunk_width;
+            images[i].pitch[c] = (size_t)raw->tile_width;
             t->planes.plane[c] = plane;
-            t->planes.pitch[c] = (int64_t)d->chunk_width;
+            t->planes.pitch[c] = raw->tile_width;
         }
         data[i] = t->stream;
         lengths[i] = t->len;
@@ -389,7 +389,7 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, const sp_tiff_jp
     }
     for (int i = 0; i < n; i++) {
         const tile_job *t = &tiles[i];
-        int64_t tx = t->col * (int64_t)d->chunk_width, ty = t->row * (int64_t)d->chunk_height;
+        int64_t tx = t->col * raw->tile_width, ty = t->row * raw->tile_height;
         uint8_t *out = dst + (t->cy0 - ly) * stride + (t->cx0 - lx) * bpp;
         int e = sp_cuda_launch_jpeg_planes(&t->planes, (int)(t->cx0 - tx), (int)(t->cy0 - ty),
                                            (int)(t->cx1 - t->cx0), (int)(t->cy1 - t->cy0), out,
@@ -429,13 +429,15 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     if (mode == 0) {
         return sp_cuda_note_fallback("nvJPEG disabled by SLIDEPIPE_NVJPEG=0");
     }
-    sp_tiff_jpeg_level jl;
-    if (!sp_tiff_jpeg_level_of(slide, level, &jl)) {
-        if (sp_cuda_raw_level(slide, level)) {
-            return SP_E_UNSUPPORTED; /* the direct path's level: it noted why it declined */
-        }
+    sp_raw_level raw;
+    bool known = sp_slide_raw_level(slide, level, &raw);
+    if (known && raw.kind == SP_RAW_RGB8) {
+        return SP_E_UNSUPPORTED; /* the direct path's level: it noted why it declined */
+    }
+    if (!known || raw.kind != SP_RAW_JPEG) {
         return sp_cuda_note_fallback("level %d's tiles are neither baseline RGB/YCbCr JPEG nor "
-                                     "uncompressed RGB in TIFF: decoded on the CPU",
+                                     "uncompressed RGB as the format stores them: decoded on the "
+                                     "CPU",
                                      (int)level);
     }
     if (sp_slide_error(slide) != NULL) {
@@ -447,9 +449,8 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     }
     int bpp = sp_pixel_format_bytes(format);
     const sp_level *l = &slide->levels[level];
-    const sp_tiff_dir *d = jl.dir;
-    if (d->chunk_width > 65536 || d->chunk_height > 65536 ||
-        3 * d->chunk_width * d->chunk_height > SCRATCH_MAX) {
+    if (raw.tile_width > 65536 || raw.tile_height > 65536 ||
+        (uint64_t)(3 * raw.tile_width * raw.tile_height) > SCRATCH_MAX) {
         return sp_cuda_note_fallback("tile size out of this path's range");
     }
     sp_cuda_span span;
@@ -461,7 +462,7 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     if (nv == NULL) {
         return SP_E_UNSUPPORTED;
     }
-    int64_t tw = (int64_t)d->chunk_width, th = (int64_t)d->chunk_height;
+    int64_t tw = raw.tile_width, th = raw.tile_height;
     int64_t col0 = x0 / tw, col1 = (x1 - 1) / tw, row0 = y0 / th, row1 = (y1 - 1) / th;
     int64_t count = (col1 - col0 + 1) * (row1 - row0 + 1);
     size_t slot_bytes = (size_t)(3 * tw * th);
@@ -500,7 +501,8 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
             t->cx1 = tx + tw < x1 ? tx + tw : x1;
             t->cy1 = ty + th < y1 ? ty + th : y1;
         }
-        st = run_batch(ctx, nv, &jl, tiles, n, slot_bytes, dst, stride, bpp, lx, ly);
+        st = run_batch(ctx, nv, slide, level, &raw, tiles, n, slot_bytes, dst, stride, bpp, lx,
+                       ly);
         for (int i = 0; i < n; i++) {
             free(tiles[i].stream);
             tiles[i].stream = NULL;

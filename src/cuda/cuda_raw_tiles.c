@@ -7,43 +7,24 @@
  * alternate, an event per buffer keeping a buffer from being refilled before its copies are done,
  * so reading the next batch of tiles overlaps the copies of the previous one.
  *
- * The bytes are those the CPU path gives (a copy of the same stored samples). Anything else —
- * another layout or format, RGBA8 output, a missing or short tile, a read error — goes to the
- * CPU path, which rewrites the whole destination. (cuFile, GPUDirect Storage, would read into
+ * The level's kind and the stored rows come through the slide's raw-tile operations
+ * (slide/raw_tiles.c), so this file knows nothing of TIFF. The bytes are those the CPU path gives
+ * (a copy of the same stored samples). Anything else — another layout or format, RGBA8 output, a
+ * missing or short tile, a read error — goes to the CPU path, which rewrites the whole
+ * destination. (cuFile, GPUDirect Storage, would read into
  * device memory without the staging copy; it is not used yet.) */
 #include <stdbool.h>
 #include <string.h>
 
 #include "cuda/cuda_internal.h"
 #include "cuda/jpeg_planes.h"
-#include "formats/tiff_slide.h"
 #include "slide/slide.h"
-#include "tiff/tiff.h"
-
-/* The level's TIFF directory when its tiles can be copied as they are stored, else NULL. */
-static const sp_tiff_dir *raw_rgb_dir(const sp_slide *s, int32_t level) {
-    if (s->ops != &sp_tiff_slide_ops || level < 0 || level >= s->n_levels) {
-        return NULL;
-    }
-    const sp_tiff_dir *d = s->levels[level].priv;
-    if (d == NULL || !d->tiled || d->compression != SP_COMPRESSION_NONE ||
-        d->bits_per_sample != 8 || d->samples_per_pixel != 3 || d->planar_config != 1 ||
-        d->photometric != SP_PHOTOMETRIC_RGB || d->predictor != 1 || d->sample_format != 1 ||
-        d->extra_samples != 0 || d->chunk_width == 0 || d->chunk_height == 0) {
-        return NULL;
-    }
-    return d;
-}
-
-bool sp_cuda_raw_level(const sp_slide *slide, int32_t level) {
-    return raw_rgb_dir(slide, level) != NULL;
-}
 
 sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
                            uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
                            int64_t w, int64_t h) {
-    const sp_tiff_dir *d = raw_rgb_dir(slide, level);
-    if (d == NULL) {
+    sp_raw_level raw;
+    if (!sp_slide_raw_level(slide, level, &raw) || raw.kind != SP_RAW_RGB8) {
         return SP_E_UNSUPPORTED; /* not this path's kind of level: nothing to note */
     }
     if (format != SP_PIXEL_RGB8) {
@@ -52,9 +33,8 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
     if (sp_slide_error(slide) != NULL) {
         return sp_cuda_note_fallback("the slide has a sticky error");
     }
-    const sp_tiff *t = slide->container;
     const sp_level *l = &slide->levels[level];
-    int64_t tw = (int64_t)d->chunk_width, th = (int64_t)d->chunk_height;
+    int64_t tw = raw.tile_width, th = raw.tile_height;
     uint64_t row_bytes = (uint64_t)tw * 3;
     if (tw > 65536 || th > 65536 || row_bytes * (uint64_t)th > SP_CUDA_STAGING_BYTES) {
         return sp_cuda_note_fallback("tile size out of the direct path's range");
@@ -81,18 +61,6 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
         int64_t tx = col * tw, ty = row * th;
         int64_t cx0 = tx > x0 ? tx : x0, cy0 = ty > y0 ? ty : y0;
         int64_t cx1 = tx + tw < x1 ? tx + tw : x1, cy1 = ty + th < y1 ? ty + th : y1;
-        uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
-        uint64_t offset = d->chunk_offsets[index], stored = d->chunk_byte_counts[index];
-        if (offset == 0 || stored == 0) {
-            st = sp_cuda_note_fallback("tile (%lld, %lld) is missing", (long long)col,
-                                       (long long)row);
-            break;
-        }
-        if (stored < row_bytes * (uint64_t)th) {
-            st =
-                sp_cuda_note_fallback("tile (%lld, %lld) is short", (long long)col, (long long)row);
-            break;
-        }
         /* only the tile's rows the region needs, whole rows (one read) */
         size_t part = (size_t)(row_bytes * (uint64_t)(cy1 - cy0));
         if (used + part > SP_CUDA_STAGING_BYTES) {
@@ -110,7 +78,7 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
         }
         uint8_t *buf = ctx->staging[b] + used;
         sp_err err = {0};
-        st = sp_source_read(t->src, offset + row_bytes * (uint64_t)(cy0 - ty), buf, part, &err);
+        st = sp_slide_read_raw_rows(slide, level, col, row, cy0 - ty, cy1 - ty, buf, &err);
         if (st != SP_OK) {
             st = sp_cuda_note_fallback("%s", err.msg);
             break;

@@ -871,8 +871,14 @@ static void dicom_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *ti
     }
 }
 
-static const sp_slide_ops dicom_ops = {dicom_read_tile,   dicom_read_associated, dicom_destroy,
-                                       dicom_area_scales, dicom_read_tile_area,  dicom_prefetch};
+static const sp_slide_ops dicom_ops = {
+    .read_tile = dicom_read_tile,
+    .read_associated = dicom_read_associated,
+    .destroy = dicom_destroy,
+    .area_scales = dicom_area_scales,
+    .read_tile_area = dicom_read_tile_area,
+    .prefetch = dicom_prefetch,
+};
 
 /* ---- properties -------------------------------------------------------------------------------
  */

@@ -392,8 +392,14 @@ static void ndpi_destroy(sp_slide *s) {
     s->container = NULL;
 }
 
-static const sp_slide_ops ndpi_ops = {ndpi_read_tile,   ndpi_read_associated, ndpi_destroy,
-                                      ndpi_area_scales, ndpi_read_tile_area,  ndpi_prefetch};
+static const sp_slide_ops ndpi_ops = {
+    .read_tile = ndpi_read_tile,
+    .read_associated = ndpi_read_associated,
+    .destroy = ndpi_destroy,
+    .area_scales = ndpi_area_scales,
+    .read_tile_area = ndpi_read_tile_area,
+    .prefetch = ndpi_prefetch,
+};
 
 /* ---- properties ------------------------------------------------------------------------- */
 

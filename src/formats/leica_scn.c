@@ -245,8 +245,13 @@ static void leica_destroy(sp_slide *s) {
     sp_tiff_slide_ops.destroy(s);
 }
 
-static const sp_slide_ops leica_ops = {leica_read_tile,   leica_read_associated, leica_destroy,
-                                       leica_area_scales, leica_read_tile_area,  NULL};
+static const sp_slide_ops leica_ops = {
+    .read_tile = leica_read_tile,
+    .read_associated = leica_read_associated,
+    .destroy = leica_destroy,
+    .area_scales = leica_area_scales,
+    .read_tile_area = leica_read_tile_area,
+};
 
 /* ---- the XML ------------------------------------------------------------------------------- */
 

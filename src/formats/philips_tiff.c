@@ -95,9 +95,14 @@ static void philips_destroy(sp_slide *s) {
     sp_tiff_slide_ops.destroy(s);
 }
 
-static const sp_slide_ops philips_ops = {philips_read_tile,      philips_read_associated,
-                                         philips_destroy,        philips_area_scales,
-                                         philips_read_tile_area, philips_prefetch};
+static const sp_slide_ops philips_ops = {
+    .read_tile = philips_read_tile,
+    .read_associated = philips_read_associated,
+    .destroy = philips_destroy,
+    .area_scales = philips_area_scales,
+    .read_tile_area = philips_read_tile_area,
+    .prefetch = philips_prefetch,
+};
 
 /* ---- the XML -------------------------------------------------------------------------------- */
 

@@ -38,6 +38,19 @@ typedef struct sp_tile_pos {
     int64_t col, row;
 } sp_tile_pos;
 
+/* What a level's tiles are as stored, for a backend that decodes them itself (the GPU). */
+typedef enum sp_raw_kind {
+    SP_RAW_NONE = 0, /* only read_tile decodes them */
+    SP_RAW_JPEG,     /* 8-bit, 3-component interleaved JPEG, one stream per tile */
+    SP_RAW_RGB8,     /* uncompressed interleaved 8-bit RGB, stored rows = pixel rows */
+} sp_raw_kind;
+
+typedef struct sp_raw_level {
+    sp_raw_kind kind;
+    bool ycbcr; /* JPEG: the components are Y, Cb, Cr; else R, G, B (no colour conversion) */
+    int64_t tile_width, tile_height; /* the stored tiles' size */
+} sp_raw_level;
+
 typedef struct sp_slide_ops {
     /* Decode tile (col, row) of `level` into `rgba` (tile_width x tile_height straight RGBA8,
      * rows of `stride` bytes). A missing tile is all zero. Must be thread-safe. */
@@ -66,6 +79,17 @@ typedef struct sp_slide_ops {
      * remote to pass their byte ranges to sp_source_prefetch (called only when the slide's
      * `prefetch` is set). Advice: it reports nothing. */
     void (*prefetch)(sp_slide *slide, const sp_level *level, const sp_tile_pos *tiles, size_t n);
+    /* Optional (NULL: the level's tiles are SP_RAW_NONE), for backends that decode stored tiles
+     * themselves (the GPU's nvJPEG and direct copy; slide/raw_tiles.c checks the arguments):
+     * raw_level describes the level's stored tiles; read_raw_tile gives tile (col, row) of an
+     * SP_RAW_JPEG level as one complete stream (malloc'd; NULL and 0 for a missing tile);
+     * read_raw_rows copies rows [y0, y1) of tile (col, row) of an SP_RAW_RGB8 level, as stored,
+     * into dst (tile_width x 3 bytes a row; SP_E_NOT_FOUND for a missing or short tile). */
+    bool (*raw_level)(sp_slide *slide, const sp_level *level, sp_raw_level *out);
+    sp_status (*read_raw_tile)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                               uint8_t **stream, size_t *len, sp_err *err);
+    sp_status (*read_raw_rows)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                               int64_t y0, int64_t y1, uint8_t *dst, sp_err *err);
 } sp_slide_ops;
 
 /* The most tiles the painter announces at once. */

@@ -1,5 +1,6 @@
 /* tiff_slide.c — the shared machinery of TIFF-based formats (see tiff_slide.h). */
 #include "formats/tiff_slide.h"
+#include "formats/tiff_raw_tiles.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -54,8 +55,17 @@ static void tiff_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *til
     sp_source_prefetch(t->src, ranges, count);
 }
 
-const sp_slide_ops sp_tiff_slide_ops = {tiff_read_tile,     tiff_read_associated, tiff_destroy,
-                                        tiff_area_scales,   tiff_read_tile_area,  tiff_prefetch};
+const sp_slide_ops sp_tiff_slide_ops = {
+    .read_tile = tiff_read_tile,
+    .read_associated = tiff_read_associated,
+    .destroy = tiff_destroy,
+    .area_scales = tiff_area_scales,
+    .read_tile_area = tiff_read_tile_area,
+    .prefetch = tiff_prefetch,
+    .raw_level = sp_tiff_raw_level,
+    .read_raw_tile = sp_tiff_read_raw_tile,
+    .read_raw_rows = sp_tiff_read_raw_rows,
+};
 
 void sp_tiff_slide_adopt(sp_slide *s, sp_probe *probe) {
     s->container = probe->tiff;

@@ -364,8 +364,13 @@ static void bif_destroy(sp_slide *s) {
     sp_tiff_slide_ops.destroy(s);
 }
 
-static const sp_slide_ops bif_ops = {bif_read_tile,   bif_read_associated, bif_destroy,
-                                     bif_area_scales, bif_read_tile_area,  NULL};
+static const sp_slide_ops bif_ops = {
+    .read_tile = bif_read_tile,
+    .read_associated = bif_read_associated,
+    .destroy = bif_destroy,
+    .area_scales = bif_area_scales,
+    .read_tile_area = bif_read_tile_area,
+};
 
 /* ---- the level-0 XMP (EncodeInfo) ---------------------------------------------------------- */
 

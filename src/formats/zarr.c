@@ -882,8 +882,12 @@ static void zarr_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
-static const sp_slide_ops ZARR_OPS = {zarr_read_tile, zarr_read_associated, zarr_destroy, NULL,
-                                      NULL,           zarr_prefetch};
+static const sp_slide_ops ZARR_OPS = {
+    .read_tile = zarr_read_tile,
+    .read_associated = zarr_read_associated,
+    .destroy = zarr_destroy,
+    .prefetch = zarr_prefetch,
+};
 
 /* ---- open ---- */
 

@@ -23,6 +23,18 @@ sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void
                                    int64_t stride, int32_t level, unsigned scale, int64_t lx,
                                    int64_t ly, int64_t w, int64_t h, int64_t shared);
 
+/* A level's tiles as stored, for a backend that decodes them itself (raw_tiles.c, over the
+ * format's raw-tile operations in formats/slide_struct.h): whether and how `level`'s tiles are
+ * stored raw (false for no level, a format without the operations, or tiles of no raw kind);
+ * tile (col, row) of an SP_RAW_JPEG level as one complete stream (malloc'd, *stream NULL for a
+ * missing tile); rows [y0, y1) of tile (col, row) of an SP_RAW_RGB8 level as stored, into dst.
+ * A call that does not fit the level's kind or grid is SP_E_INVALID_ARG. Thread-safe. */
+bool sp_slide_raw_level(sp_slide *slide, int32_t level, sp_raw_level *out);
+sp_status sp_slide_read_raw_tile(sp_slide *slide, int32_t level, int64_t col, int64_t row,
+                                 uint8_t **stream, size_t *len, sp_err *err);
+sp_status sp_slide_read_raw_rows(sp_slide *slide, int32_t level, int64_t col, int64_t row,
+                                 int64_t y0, int64_t y1, uint8_t *dst, sp_err *err);
+
 /* Where a streaming read hands its output rows: row j (w pixels of the read's format, valid
  * only during the call), in order from j = 0. */
 typedef void (*sp_row_sink)(void *user, int64_t j, const uint8_t *row);

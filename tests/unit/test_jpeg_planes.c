@@ -18,7 +18,7 @@
 
 #include "codecs/codec.h"
 #include "cuda/jpeg_planes_math.h"
-#include "formats/tiff_jpeg_tiles.h"
+#include "slide/slide.h"
 #include "slidepipe.h"
 #include "unit.h"
 
@@ -227,26 +227,27 @@ static void test_slide(const char *path, int want_jpeg_level0) {
         CHECK(0);
         return;
     }
-    sp_tiff_jpeg_level jl;
-    int is_jpeg = sp_tiff_jpeg_level_of(slide, 0, &jl);
+    sp_raw_level raw;
+    int is_jpeg = sp_slide_raw_level(slide, 0, &raw) && raw.kind == SP_RAW_JPEG;
     CHECK_EQ_INT(is_jpeg, want_jpeg_level0);
-    CHECK(!sp_tiff_jpeg_level_of(slide, -1, &jl) &&
-          !sp_tiff_jpeg_level_of(slide, sp_slide_level_count(slide), &jl));
+    CHECK(!sp_slide_raw_level(slide, -1, &raw) &&
+          !sp_slide_raw_level(slide, sp_slide_level_count(slide), &raw));
     for (int32_t level = 0; level < sp_slide_level_count(slide); level++) {
-        if (!sp_tiff_jpeg_level_of(slide, level, &jl)) {
+        if (!sp_slide_raw_level(slide, level, &raw) || raw.kind != SP_RAW_JPEG) {
             continue;
         }
-        const sp_tiff_dir *d = jl.dir;
-        uint64_t tw = d->chunk_width, th = d->chunk_height;
+        uint64_t tw = (uint64_t)raw.tile_width, th = (uint64_t)raw.tile_height;
+        int64_t across = (slide->levels[level].width + raw.tile_width - 1) / raw.tile_width;
+        int64_t down = (slide->levels[level].height + raw.tile_height - 1) / raw.tile_height;
         uint8_t *ref = calloc(tw * th, 4), *mine = calloc(tw * th, 4);
         /* a few tiles of each level: corners and the middle */
-        int64_t cols[3] = {0, (int64_t)d->chunks_across / 2, (int64_t)d->chunks_across - 1};
-        int64_t rows[3] = {0, (int64_t)d->chunks_down / 2, (int64_t)d->chunks_down - 1};
+        int64_t cols[3] = {0, across / 2, across - 1};
+        int64_t rows[3] = {0, down / 2, down - 1};
         for (int i = 0; i < 3; i++) {
             uint8_t *stream = NULL;
             size_t len = 0;
             sp_err err = {0};
-            CHECK_EQ_INT(sp_tiff_jpeg_tile_stream(&jl, cols[i], rows[i], &stream, &len, &err),
+            CHECK_EQ_INT(sp_slide_read_raw_tile(slide, level, cols[i], rows[i], &stream, &len, &err),
                          SP_OK);
             if (stream == NULL) {
                 continue; /* a missing tile */
@@ -258,22 +259,26 @@ static void test_slide(const char *path, int want_jpeg_level0) {
                                                tw * 4, &err),
                          SP_OK);
             CHECK_EQ_INT(sp_jpeg_decode_rgba(stream, len, NULL, 0,
-                                             jl.ycbcr ? SP_JPEG_SPACE_YCBCR : SP_JPEG_SPACE_RGB, tw,
-                                             th, mine, tw * 4, &err),
+                                             raw.ycbcr ? SP_JPEG_SPACE_YCBCR : SP_JPEG_SPACE_RGB,
+                                             tw, th, mine, tw * 4, &err),
                          SP_OK);
             CHECK(memcmp(ref, mine, tw * th * 4) == 0);
             /* and the GPU kernel's arithmetic from the same stream's planes */
-            CHECK_EQ_INT(compare_stream(stream, len, jl.ycbcr), 0);
+            CHECK_EQ_INT(compare_stream(stream, len, raw.ycbcr), 0);
             free(stream);
         }
         uint8_t *stream = (uint8_t *)1;
         size_t len = 1;
         sp_err err = {0};
-        CHECK_EQ_INT(
-            sp_tiff_jpeg_tile_stream(&jl, (int64_t)d->chunks_across, 0, &stream, &len, &err),
-            SP_E_INVALID_ARG);
+        CHECK_EQ_INT(sp_slide_read_raw_tile(slide, level, across, 0, &stream, &len, &err),
+                     SP_E_INVALID_ARG);
         CHECK(stream == NULL && len == 0);
-        CHECK_EQ_INT(sp_tiff_jpeg_tile_stream(&jl, 0, -1, &stream, &len, &err), SP_E_INVALID_ARG);
+        CHECK_EQ_INT(sp_slide_read_raw_tile(slide, level, 0, -1, &stream, &len, &err),
+                     SP_E_INVALID_ARG);
+        /* a JPEG level has no raw rows */
+        uint8_t row[16];
+        sp_err e2 = {0};
+        CHECK_EQ_INT(sp_slide_read_raw_rows(slide, level, 0, 0, 0, 1, row, &e2), SP_E_INVALID_ARG);
         free(ref);
         free(mine);
     }

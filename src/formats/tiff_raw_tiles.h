@@ -1,0 +1,25 @@
+/* tiff_raw_tiles.h — a TIFF level's tiles as stored, for backends that decode them themselves
+ * (the GPU's nvJPEG and its direct copy of uncompressed tiles): the raw-tile operations of the
+ * TIFF slide ops (formats/slide_struct.h), reached through slide/raw_tiles.c. The CPU decoders do
+ * not use them; they load JPEGTables into libjpeg themselves. */
+#ifndef SP_FORMATS_TIFF_RAW_TILES_H
+#define SP_FORMATS_TIFF_RAW_TILES_H
+
+#include "formats/slide_struct.h"
+
+/* SP_RAW_JPEG for a tiled, 8-bit, 3-sample, interleaved JPEG level (Compression 7) whose
+ * Photometric names the components (RGB or YCbCr); SP_RAW_RGB8 for tiled, uncompressed, 8-bit
+ * chunky RGB without predictor or extra samples; false otherwise. */
+bool sp_tiff_raw_level(sp_slide *slide, const sp_level *level, sp_raw_level *out);
+
+/* The complete JPEG stream of tile (col, row): the tile's bytes, with the level's JPEGTables
+ * (an abbreviated tables-only stream) inserted after the tile's start-of-image marker when the
+ * level has them. SP_E_CORRUPT when the tile or the tables are not JPEG streams. */
+sp_status sp_tiff_read_raw_tile(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                                uint8_t **stream, size_t *len, sp_err *err);
+
+/* Stored rows [y0, y1) of uncompressed tile (col, row), one read. */
+sp_status sp_tiff_read_raw_rows(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                                int64_t y0, int64_t y1, uint8_t *dst, sp_err *err);
+
+#endif

@@ -1,0 +1,39 @@
+/* raw_tiles.c — a level's tiles as stored, for backends that decode them themselves (the GPU's
+ * nvJPEG and direct copy): the slide layer's door to the format's raw-tile operations, so that
+ * such a backend never reads a container's internals. It checks the level and the kind the call
+ * needs; the format checks the tile grid. */
+#include "slide/slide.h"
+
+bool sp_slide_raw_level(sp_slide *s, int32_t level, sp_raw_level *out) {
+    if (s == NULL || out == NULL || level < 0 || level >= s->n_levels ||
+        s->ops->raw_level == NULL || !s->ops->raw_level(s, &s->levels[level], out)) {
+        return false;
+    }
+    return out->kind != SP_RAW_NONE;
+}
+
+/* Whether `level` is of `kind` (its read operation present); SP_E_INVALID_ARG otherwise. */
+static sp_status check_kind(sp_slide *s, int32_t level, sp_raw_kind kind, sp_err *err) {
+    sp_raw_level raw;
+    bool has_op = s != NULL && (kind == SP_RAW_JPEG ? s->ops->read_raw_tile != NULL
+                                                    : s->ops->read_raw_rows != NULL);
+    if (!has_op || !sp_slide_raw_level(s, level, &raw) || raw.kind != kind) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "level %d's tiles are not stored as %s",
+                          (int)level, kind == SP_RAW_JPEG ? "JPEG streams" : "uncompressed RGB");
+    }
+    return SP_OK;
+}
+
+sp_status sp_slide_read_raw_tile(sp_slide *s, int32_t level, int64_t col, int64_t row,
+                                 uint8_t **stream, size_t *len, sp_err *err) {
+    *stream = NULL;
+    *len = 0;
+    sp_status st = check_kind(s, level, SP_RAW_JPEG, err);
+    return st != SP_OK ? st : s->ops->read_raw_tile(s, &s->levels[level], col, row, stream, len, err);
+}
+
+sp_status sp_slide_read_raw_rows(sp_slide *s, int32_t level, int64_t col, int64_t row,
+                                 int64_t y0, int64_t y1, uint8_t *dst, sp_err *err) {
+    sp_status st = check_kind(s, level, SP_RAW_RGB8, err);
+    return st != SP_OK ? st : s->ops->read_raw_rows(s, &s->levels[level], col, row, y0, y1, dst, err);
+}
