@@ -1,6 +1,7 @@
-/* zarr_store.h — writing Zarr v2 and v3 arrays into a folder, atomically and content-addressed.
+/* zarr_store.h — writing Zarr v2 and v3 arrays into a folder or an s3:// prefix, atomically and
+ * content-addressed.
  *
- * A store is an output folder being written. Arrays are declared with their shape, chunking,
+ * A store is an output folder (or S3 prefix) being written, through an io/ write target. Arrays are declared with their shape, chunking,
  * dtype and codec; chunks are then handed over whole (C order, edge chunks padded with zeros) from
  * any thread, encoded, hashed and written to a temporary name that is renamed into place, so a
  * crash never leaves a torn chunk. With sharding (Zarr v3) inner chunks are collected per shard
@@ -17,7 +18,6 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "io/source.h"
 #include "slidepipe.h"
 
 #define SP_ZARR_MANIFEST "slidepipe-manifest.sha256"
@@ -70,11 +70,5 @@ sp_status sp_zarr_verify_files(const char *zarr_path,
                                void (*report)(void *user, const char *path, const char *problem),
                                void *report_user, int64_t *problems, char *dataset_hash,
                                sp_err *err);
-
-/* Hex SHA-256 of a buffer (out: 65 bytes). */
-void sp_sha256_hex(const void *data, size_t len, char *out);
-
-/* Hex SHA-256 of a source's bytes, read in blocks of 1 MiB (out: 65 bytes, "" on failure). */
-sp_status sp_sha256_source(sp_source *src, char *out, sp_err *err);
 
 #endif
