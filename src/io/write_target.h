@@ -25,8 +25,9 @@
 typedef struct sp_write_target sp_write_target;
 
 typedef enum sp_put_mode {
-    /* In place only after the next sp_write_target_sync (which flushes the whole group with one
-     * file-system flush); until then a crash loses it, never tears it. For the many chunks. */
+    /* In place, durably, by the next sp_write_target_sync (sooner when enough files wait to
+     * fill a flush): a group shares one file-system flush. Until it is in place a crash loses
+     * it, never tears it. For the many chunks. */
     SP_PUT_GROUPED = 0,
     /* In place when put returns, its bytes on stable storage; its name becomes durable with the
      * next sync. */
