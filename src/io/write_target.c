@@ -66,8 +66,8 @@ sp_status sp_write_target_remove(sp_write_target *t, const char *relpath, sp_err
     return t->ops->remove(t, relpath, err);
 }
 
-sp_status sp_write_target_list(sp_write_target *t, bool (*fn)(void *user, const char *relpath,
-                                                               bool is_folder),
+sp_status sp_write_target_list(sp_write_target *t,
+                               bool (*fn)(void *user, const char *relpath, bool is_folder),
                                void *user, sp_err *err) {
     return t->ops->list(t, fn, user, err);
 }

@@ -70,8 +70,8 @@ sp_status sp_write_target_remove(sp_write_target *t, const char *relpath, sp_err
 /* Call `fn` for each entry under the root (files and folders, a folder before what it holds),
  * with its path relative to the root, until fn returns false. SP_E_UNSUPPORTED for a target that
  * cannot list (S3 here: object listing is not implemented). */
-sp_status sp_write_target_list(sp_write_target *t, bool (*fn)(void *user, const char *relpath,
-                                                               bool is_folder),
+sp_status sp_write_target_list(sp_write_target *t,
+                               bool (*fn)(void *user, const char *relpath, bool is_folder),
                                void *user, sp_err *err);
 
 /* Remove the temporary files a killed writer left under the root (on S3, which has none, there

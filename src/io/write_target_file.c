@@ -83,7 +83,8 @@ static sp_status mkdir_p(char *path, sp_err *err) {
 /* Flush the entry of the folder holding `full` (its rename), so the name survives a power cut. */
 static sp_status fsync_parent(const char *full, sp_err *err) {
     const char *slash = strrchr(full, '/');
-    char *dir = slash == NULL ? strdup(".") : strndup(full, slash == full ? 1 : (size_t)(slash - full));
+    char *dir =
+        slash == NULL ? strdup(".") : strndup(full, slash == full ? 1 : (size_t)(slash - full));
     if (dir == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory");
     }
@@ -104,8 +105,8 @@ static sp_status fsync_parent(const char *full, sp_err *err) {
     return st;
 }
 
-static sp_status put(sp_write_target *t, const char *relpath, const sp_bytes *parts,
-                     size_t nparts, const char *sha256, sp_put_mode mode, sp_err *err) {
+static sp_status put(sp_write_target *t, const char *relpath, const sp_bytes *parts, size_t nparts,
+                     const char *sha256, sp_put_mode mode, sp_err *err) {
     (void)sha256; /* a local file needs no checksum to be written */
     file_target *f = impl(t);
     char *full = sp_strdup_printf("%s/%s", t->root, relpath);
@@ -269,8 +270,8 @@ static sp_status walk(int dirfd, const char *where, const char *rel, int depth, 
             int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             char *subwhere = sp_strdup_printf("%s/%s", where, name);
             if (sub < 0) {
-                st = sp_err_set(err, SP_E_IO, "cannot open %s/%s: %s", where, name,
-                                strerror(errno));
+                st =
+                    sp_err_set(err, SP_E_IO, "cannot open %s/%s: %s", where, name, strerror(errno));
             } else if (subwhere == NULL) {
                 close(sub);
                 st = sp_err_set(err, SP_E_NOMEM, "out of memory");
@@ -302,16 +303,16 @@ typedef struct list_user {
     void *user;
 } list_user;
 
-static bool list_visit(void *user, int dirfd, const char *name, const char *relpath,
-                       bool is_folder, sp_status *st, sp_err *err) {
+static bool list_visit(void *user, int dirfd, const char *name, const char *relpath, bool is_folder,
+                       sp_status *st, sp_err *err) {
     (void)dirfd, (void)name, (void)st, (void)err;
     list_user *u = user;
     return u->fn(u->user, relpath, is_folder);
 }
 
-static sp_status list(sp_write_target *t, bool (*fn)(void *user, const char *relpath,
-                                                     bool is_folder),
-                      void *user, sp_err *err) {
+static sp_status list(sp_write_target *t,
+                      bool (*fn)(void *user, const char *relpath, bool is_folder), void *user,
+                      sp_err *err) {
     list_user u = {fn, user};
     return walk_root(t, list_visit, &u, err);
 }
@@ -338,8 +339,8 @@ static bool sweep_visit(void *user, int dirfd, const char *name, const char *rel
         return true;
     }
     if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) {
-        *st = sp_err_set(err, SP_E_IO, "cannot remove %s/%s: %s", t->root, relpath,
-                         strerror(errno));
+        *st =
+            sp_err_set(err, SP_E_IO, "cannot remove %s/%s: %s", t->root, relpath, strerror(errno));
         return false;
     }
     return true;

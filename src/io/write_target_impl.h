@@ -7,15 +7,15 @@
 #include "io/write_target.h"
 
 typedef struct sp_write_target_ops {
-    sp_status (*put)(sp_write_target *t, const char *relpath, const sp_bytes *parts,
-                     size_t nparts, const char *sha256, sp_put_mode mode, sp_err *err);
+    sp_status (*put)(sp_write_target *t, const char *relpath, const sp_bytes *parts, size_t nparts,
+                     const char *sha256, sp_put_mode mode, sp_err *err);
     sp_status (*exists)(sp_write_target *t, const char *relpath, bool *exists, sp_err *err);
-    sp_status (*open_file)(sp_write_target *t, const char *relpath, sp_source **out,
-                           bool *missing, sp_err *err);
+    sp_status (*open_file)(sp_write_target *t, const char *relpath, sp_source **out, bool *missing,
+                           sp_err *err);
     sp_status (*remove)(sp_write_target *t, const char *relpath, sp_err *err);
-    sp_status (*list)(sp_write_target *t, bool (*fn)(void *user, const char *relpath,
-                                                     bool is_folder),
-                      void *user, sp_err *err);
+    sp_status (*list)(sp_write_target *t,
+                      bool (*fn)(void *user, const char *relpath, bool is_folder), void *user,
+                      sp_err *err);
     sp_status (*sweep_temporaries)(sp_write_target *t, sp_err *err);
     sp_status (*sync)(sp_write_target *t, sp_err *err);
     /* Free what the kind holds (t->impl); write_target.c frees t and its root. */

@@ -150,8 +150,8 @@ static sp_status resolve(const sp_write_target *t, const char *relpath, sp_s3_ta
     return st;
 }
 
-static sp_status put(sp_write_target *t, const char *relpath, const sp_bytes *parts,
-                     size_t nparts, const char *sha256, sp_put_mode mode, sp_err *err) {
+static sp_status put(sp_write_target *t, const char *relpath, const sp_bytes *parts, size_t nparts,
+                     const char *sha256, sp_put_mode mode, sp_err *err) {
     (void)mode; /* a PUT that returned is in place and durable */
     char own[65];
     if (sha256 == NULL) {
@@ -205,9 +205,9 @@ static sp_status exists(sp_write_target *t, const char *relpath, bool *yes, sp_e
     return st;
 }
 
-static sp_status list(sp_write_target *t, bool (*fn)(void *user, const char *relpath,
-                                                     bool is_folder),
-                      void *user, sp_err *err) {
+static sp_status list(sp_write_target *t,
+                      bool (*fn)(void *user, const char *relpath, bool is_folder), void *user,
+                      sp_err *err) {
     (void)fn, (void)user;
     return sp_err_set(err, SP_E_UNSUPPORTED, "%s: listing an S3 prefix is not supported", t->root);
 }

@@ -82,7 +82,7 @@ static void bit_set(uint8_t *bits, int64_t i) {
     bits[i >> 3] |= (uint8_t)(1u << (i & 7));
 }
 
-/* ---- paths and files ------------------------------------------------------------------------ */
+/* ---- paths and the manifest ---------------------------------------------------------------- */
 
 /* A relative path inside the store: no leading '/', no empty, "." or ".." component, no control
  * characters (the manifest is line-based). The empty string is the store root. */
@@ -439,8 +439,9 @@ static sp_status write_shard(sp_zarr_array *a, const int64_t *shard_coord, const
     sp_bytes *pieces = NULL;
     uint8_t *index = NULL;
     size_t npieces = 0;
-    sp_status st = rel == NULL ? sp_err_set(err, SP_E_NOMEM, "out of memory writing a shard")
-                               : sp_zarr_shard_layout(a->shards, sh, &pieces, &npieces, &index, err);
+    sp_status st = rel == NULL
+                       ? sp_err_set(err, SP_E_NOMEM, "out of memory writing a shard")
+                       : sp_zarr_shard_layout(a->shards, sh, &pieces, &npieces, &index, err);
     if (st == SP_OK) {
         st = put_pieces(a->store, rel, pieces, npieces, SP_PUT_GROUPED, err);
     }
