@@ -626,6 +626,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     char *m = NULL;
     size_t mlen = 0;
     sp_status st = SP_OK;
+    bool keep = false; /* whether what was put stays for a resume when finishing fails */
     /* No worker may still be writing: the caller has joined them, so no lock is needed. */
     for (sp_zarr_array *a = s->arrays; a != NULL && st == SP_OK; a = a->next) {
         if (a->written != a->total_chunks ||
@@ -633,6 +634,7 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
             st = sp_err_set(err, SP_E_INVALID_ARG,
                             "Zarr array %s: %lld of %lld chunks were not written", a->name,
                             (long long)(a->total_chunks - a->written), (long long)a->total_chunks);
+            keep = true; /* the chunks that were written are good: a resume adopts them */
         }
     }
     for (sp_zarr_array *a = s->arrays; a != NULL && st == SP_OK; a = a->next) {
@@ -671,6 +673,6 @@ sp_status sp_zarr_store_finish(sp_zarr_store *store, char *dataset_hash, sp_err 
     }
 done:
     free(m);
-    free_store(s, false);
+    free_store(s, keep);
     return st;
 }
