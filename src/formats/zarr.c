@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/simd_x86.h"
 #include "base/strings.h"
 #include "formats/format.h"
@@ -472,7 +473,7 @@ static sp_status decode_chunk(const zarr_array *a, const char *where, const uint
             uint32_t stored =
                 (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
             n -= 4;
-            if (sp_zarr_crc32c(in, (size_t)n) != stored) {
+            if (sp_crc32c(in, (size_t)n) != stored) {
                 st = sp_err_set(&local, SP_E_CORRUPT, "the chunk's crc32c checksum does not match");
             }
         }

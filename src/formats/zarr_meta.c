@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "zarr/zarr_codec.h"
 
 /* ---- JSON helpers ---- */
@@ -540,25 +541,6 @@ sp_status sp_zarr_chunk_key(const sp_zarr_array_meta *m, const int64_t *index, c
 
 /* ---- shards ---- */
 
-uint32_t sp_zarr_crc32c(const void *data, size_t len) {
-    /* The table lives on the stack: no global state, and 2 KiB of setup is nothing next to the
-     * file read that precedes every use. */
-    uint32_t table[256];
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) {
-            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        }
-        table[i] = c;
-    }
-    const uint8_t *p = data;
-    uint32_t crc = 0xFFFFFFFFu;
-    for (size_t i = 0; i < len; i++) {
-        crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-    }
-    return crc ^ 0xFFFFFFFFu;
-}
-
 static uint64_t le64(const uint8_t *p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) {
@@ -584,7 +566,7 @@ sp_status sp_zarr_shard_index_check(const sp_zarr_array_meta *m, const uint8_t *
         const uint8_t *c = index + body;
         uint32_t stored =
             (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
-        uint32_t actual = sp_zarr_crc32c(index, body);
+        uint32_t actual = sp_crc32c(index, body);
         if (stored != actual) {
             return sp_err_set(err, SP_E_CORRUPT,
                               "the shard index checksum does not match (crc32c %08x, stored %08x)",

@@ -92,8 +92,6 @@ sp_status sp_zarr_shard_entry(const sp_zarr_array_meta *m, const uint8_t *index,
                               uint64_t shard_size, uint64_t which, bool *present, uint64_t *offset,
                               uint64_t *nbytes, sp_err *err);
 
-/* CRC-32C (Castagnoli), as the v3 crc32c codec computes it. */
-uint32_t sp_zarr_crc32c(const void *data, size_t len);
 
 /* ---- OME-NGFF image groups ---- */
 

@@ -1,6 +1,6 @@
-/* s3.h — s3://bucket/key objects: where they are and how requests to them are signed (s3_target.c),
- * and writing or deleting whole objects (s3_write.c). Reading goes through the byte source
- * (sp_source_open_s3, http_source.h).
+/* s3.h — s3://bucket/key objects: where they are and how requests to them are signed
+ * (s3_target.c). Reading goes through the byte source (sp_source_open_s3, http_source.h); writing
+ * and deleting objects through the write target (write_target.h, write_target_s3.c).
  *
  * Credentials, region and endpoint come from the usual AWS environment: AWS_ACCESS_KEY_ID,
  * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or AWS_DEFAULT_REGION; default
@@ -39,22 +39,5 @@ void sp_s3_target_clear(sp_s3_target *t);
  * x-amz-date, x-amz-security-token, Authorization) to *headers; nothing for an unsigned target. */
 sp_status sp_s3_sign_headers(const sp_s3_target *t, const char *method, const char *range,
                              const char *payload_sha256, struct curl_slist **headers, sp_err *err);
-
-/* One part of a request body. */
-typedef struct sp_bytes {
-    const void *data;
-    size_t len;
-} sp_bytes;
-
-/* PUT the concatenation of `parts` as object `uri`, whose SHA-256 (64 lower-case hex digits) the
- * caller has computed and which is signed. S3 stores an object whole or not at all, so a reader
- * sees the old object or the new one, never a torn one. Connection failures, 5xx and 429 are
- * retried (a PUT may be repeated); any other answer but 200 is SP_E_IO with the HTTP status and
- * S3's error code. */
-sp_status sp_s3_put(const char *uri, const sp_bytes *parts, size_t nparts, const char *sha256_hex,
-                    sp_err *err);
-
-/* DELETE object `uri`; one that does not exist is not an error (S3 answers 204 either way). */
-sp_status sp_s3_delete(const char *uri, sp_err *err);
 
 #endif

@@ -1,14 +1,16 @@
-/* zarr_store.h — writing Zarr v2 and v3 arrays into a folder, atomically and content-addressed.
+/* zarr_store.h — writing Zarr v2 and v3 arrays into a folder or an s3:// prefix, atomically and
+ * content-addressed.
  *
- * A store is an output folder being written. Arrays are declared with their shape, chunking,
- * dtype and codec; chunks are then handed over whole (C order, edge chunks padded with zeros) from
- * any thread, encoded, hashed and written to a temporary name that is renamed into place, so a
- * crash never leaves a torn chunk. With sharding (Zarr v3) inner chunks are collected per shard
- * and the shard file (chunks + index + crc32c) is written when its last inner chunk arrives.
- * Metadata files go through the same atomic write. sp_zarr_store_finish writes the manifest (one
- * line "SHA256  PATH" per file, sorted by path, metadata included) and then the completion
- * marker; the dataset hash is the SHA-256 of the manifest bytes. In resume mode a chunk whose
- * final file already exists is not rewritten: its bytes are hashed from disk.
+ * A store is an output folder (or S3 prefix) being written through an io/ write target
+ * (io/write_target.h). Arrays are declared with their shape, chunking, dtype and codec; chunks are
+ * then handed over whole (C order, edge chunks padded with zeros) from any thread, encoded, hashed
+ * and put atomically (on disk a temporary name renamed into place, on S3 one PUT), so a crash
+ * never leaves a torn chunk. With sharding (Zarr v3) inner chunks are collected per shard and the
+ * shard file (chunks + index + crc32c) is written when its last inner chunk arrives. Metadata
+ * files are put the same way. sp_zarr_store_finish writes the manifest (one line "SHA256  PATH"
+ * per file, sorted by path, metadata included) and then the completion marker; the dataset hash
+ * is the SHA-256 of the manifest bytes. In resume mode a chunk whose final file already exists is
+ * not rewritten: its bytes are read back and hashed.
  */
 #ifndef SP_ZARR_ZARR_STORE_H
 #define SP_ZARR_ZARR_STORE_H
@@ -17,7 +19,6 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "io/source.h"
 #include "slidepipe.h"
 
 #define SP_ZARR_MANIFEST "slidepipe-manifest.sha256"
@@ -26,14 +27,14 @@
 typedef enum sp_zarr_dtype { SP_ZARR_U8 = 0, SP_ZARR_F32 = 1 } sp_zarr_dtype;
 
 typedef struct sp_zarr_array_spec {
-    int zarr_version;           /* 2 or 3 */
-    int ndim;                   /* 2 or 3 */
+    int zarr_version; /* 2 or 3 */
+    int ndim;         /* 2 or 3 */
     int64_t shape[3];
-    int64_t chunks[3];          /* chunk shape (inner chunk shape when sharded) */
-    int64_t shard[3];           /* v3: shard shape in elements (multiples of chunks), or all 0 */
+    int64_t chunks[3]; /* chunk shape (inner chunk shape when sharded) */
+    int64_t shard[3];  /* v3: shard shape in elements (multiples of chunks), or all 0 */
     sp_zarr_dtype dtype;
     sp_zarr_codec codec;
-    int level;                  /* 0 = the codec's default */
+    int level;                      /* 0 = the codec's default */
     const char *dimension_names[3]; /* v3 dimension_names, e.g. "c","y","x"; may be NULL */
 } sp_zarr_array_spec;
 
@@ -50,8 +51,8 @@ sp_status sp_zarr_array_create(sp_zarr_store *store, const char *name,
                                const sp_zarr_array_spec *spec, sp_zarr_array **out, sp_err *err);
 
 /* Encode and write one whole chunk; `index` gives its chunk coordinates. Thread-safe. */
-sp_status sp_zarr_array_write_chunk(sp_zarr_array *array, const int64_t index[3],
-                                    const void *data, sp_err *err);
+sp_status sp_zarr_array_write_chunk(sp_zarr_array *array, const int64_t index[3], const void *data,
+                                    sp_err *err);
 
 /* Write a JSON metadata document at `relpath` atomically (e.g. ".zattrs", "zarr.json"). */
 sp_status sp_zarr_store_write_json(sp_zarr_store *store, const char *relpath, const char *json,
@@ -70,11 +71,5 @@ sp_status sp_zarr_verify_files(const char *zarr_path,
                                void (*report)(void *user, const char *path, const char *problem),
                                void *report_user, int64_t *problems, char *dataset_hash,
                                sp_err *err);
-
-/* Hex SHA-256 of a buffer (out: 65 bytes). */
-void sp_sha256_hex(const void *data, size_t len, char *out);
-
-/* Hex SHA-256 of a source's bytes, read in blocks of 1 MiB (out: 65 bytes, "" on failure). */
-sp_status sp_sha256_source(sp_source *src, char *out, sp_err *err);
 
 #endif

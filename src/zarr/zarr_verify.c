@@ -16,9 +16,11 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/hash.h"
 #include "base/strings.h"
 #include "io/paths.h"
 #include "io/source.h"
+#include "io/source_hash.h"
 #include "io/store.h"
 #include "zarr/zarr_store.h"
 

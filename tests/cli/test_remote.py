@@ -760,3 +760,107 @@ def test_cohort_to_s3_equals_local(sp, run, s3, tmp_path):
                                                     "s3://slides/cohort/boxes.zarr"]
     assert [s["dataset_hash"] for s in remote["slides"]] == [s["dataset_hash"] for s in local["slides"]]
     assert [s["levels"] for s in remote["slides"]] == [s["levels"] for s in local["slides"]]
+
+
+# ---- the Nth S3 request of a conversion fails ------------------------------------------------
+
+
+class FailingS3Proxy(http.server.BaseHTTPRequestHandler):
+    """Passes every request to moto unchanged (the Host header too, so the signature still
+    holds), except request number self.server.fail_at, which it answers itself with HTTP 403 and
+    S3's AccessDenied: an answer slidepipe does not retry, so the conversion must stop there."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def relay(self):
+        import http.client
+
+        srv = self.server
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with srv.lock:
+            srv.requests += 1
+            fail = srv.requests == srv.fail_at
+        if fail:
+            srv.failed_request = f"{self.command} {self.path}"
+            reply = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code></Error>"
+            self.send_response(403)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+            return
+        conn = http.client.HTTPConnection("127.0.0.1", srv.moto_port, timeout=60)
+        try:
+            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in self.headers.items():
+                if name.lower() not in ("connection", "content-length"):
+                    conn.putheader(name, value)
+            conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        self.send_response(resp.status)
+        for name, value in resp.getheaders():
+            if name.lower() not in ("connection", "content-length", "transfer-encoding", "date", "server"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_DELETE = do_HEAD = do_POST = relay
+
+
+def test_convert_to_s3_with_each_request_failing_in_turn(sp, run, s3, tmp_path):
+    """The issue's S3 fault sweep: for N = 1, 2, ... the Nth request a conversion sends to S3 is
+    refused, until a run sends fewer than N. Each failed run must exit 1 with one clear line and
+    leave no completion marker (nothing torn: a store that says it is complete is); --resume,
+    without faults, must then finish it with the uninterrupted run's dataset hash. (Without
+    --json: with it the command reads the finished store back to count its levels, requests that
+    are no part of the conversion.)"""
+    rel = "generic-tiff/boxes.tiff"
+    want = dataset_hash(run(["convert", TESTDATA / rel, tmp_path / "local.zarr", "--json"]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FailingS3Proxy)
+    server.daemon_threads = True
+    server.lock = threading.Lock()
+    server.moto_port = int(s3["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    faulty = dict(s3, AWS_ENDPOINT_URL=f"http://127.0.0.1:{server.server_address[1]}")
+    client = s3_client(s3)
+
+    def marker(n):
+        keys = s3_keys(client, f"faults/{n}.zarr/")
+        if f"faults/{n}.zarr/slidepipe-complete" not in keys:
+            return None
+        body = client.get_object(Bucket="slides", Key=f"faults/{n}.zarr/slidepipe-complete")["Body"]
+        return body.read().decode().strip()
+
+    failed = clean = torn = resumed = 0
+    try:
+        for n in range(1, 1000):
+            server.requests, server.fail_at, server.failed_request = 0, n, None
+            uri = f"s3://slides/faults/{n}.zarr"
+            proc = run_env(sp, ["convert", TESTDATA / rel, uri], faulty)
+            if server.requests < n:  # this run never reached request n: the sweep is over
+                assert proc.returncode == 0 and marker(n) == want, proc.stderr
+                break
+            failed += 1
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 1, f"request {n} ({server.failed_request}): exit {proc.returncode}"
+            assert len(lines) == 1 and lines[0].startswith("slidepipe: ") and "403" in lines[0], (n, proc.stderr)
+            clean += 1
+            torn += marker(n) is not None
+            again = run_env(sp, ["convert", TESTDATA / rel, uri, "--resume"], s3)
+            assert again.returncode == 0 and marker(n) == want, f"request {n}: {again.stderr}"
+            resumed += 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    print(f"faults: S3 conversion of {rel}: {failed} requests failed, {clean} clean errors, "
+          f"{torn} torn, {resumed} completed by --resume")
+    assert failed >= 8 and clean == failed == resumed and torn == 0

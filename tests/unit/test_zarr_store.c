@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "unit.h"
 #include "zarr/zarr_codec.h"
 #include "zarr/zarr_store.h"
