@@ -234,7 +234,8 @@ SP_API sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_
 SP_API sp_status sp_convert_option_range(sp_convert_option option, int64_t *def, int64_t *lo,
                                          int64_t *hi);
 
-/* Called from the converting thread as chunks complete: `done` of `total` level-0 chunks. */
+/* Called as chunks complete, one call at a time, from the converting thread or one of its
+ * workers: `done` of `total` level-0 chunks, never decreasing. */
 typedef void (*sp_progress_fn)(void *user, int64_t done, int64_t total);
 
 /* Convert a whole slide into an OME-Zarr pyramid at `out_path` (a folder, or an s3://bucket/prefix
@@ -615,6 +616,21 @@ SP_API sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int th
 SP_API sp_status sp_slide_read_region_scaled(sp_slide *slide, sp_pixel_format format, void *dst,
                                              int64_t stride, double downsample, int64_t x,
                                              int64_t y, int64_t width, int64_t height);
+
+/* Where slidepipe runs its parallel work (the tile engine's workers, pyramid reductions, batched
+ * reads, the training loader's patches). By default each parallel call starts its threads and
+ * joins them before it returns, so nothing outlives a call. A host program with a pool of its
+ * own (c-blosc2's idea) may supply it instead: run(host, n, threads, work, arg) must call
+ * work(arg, i) exactly once for every i in [0, n), on up to `threads` threads of its choice (its
+ * calling thread may take part), and return when every call has returned. Items of one call may
+ * wait for one another, so a host with several threads free should run them at once; one that
+ * runs them in turn on one thread is also correct (slidepipe's items then finish without
+ * waiting). Calls may nest (an item may call run again) and come from several threads at once.
+ * Process-wide; set it (or NULL, for slidepipe's own threads again) while no slidepipe call is
+ * running. */
+typedef void (*sp_parallel_for_fn)(void *host, size_t n, int threads,
+                                   void (*work)(void *arg, size_t i), void *arg);
+SP_API void sp_set_thread_pool(sp_parallel_for_fn run, void *host);
 
 /* The decoded-tile cache: one per process, shared by every open slide and thread, bounded in
  * bytes. Its initial capacity is the environment variable SLIDEPIPE_CACHE_MB (a whole number of

@@ -1,4 +1,5 @@
-/* thread_pool.c — the fork-join pool behind batched reads (see thread_pool.h). */
+/* thread_pool.c — the fork-join pool behind every parallel loop of the library (see
+ * thread_pool.h), or the host program's own pool when it supplied one (sp_set_thread_pool). */
 #include "base/thread_pool.h"
 
 #include <pthread.h>
@@ -21,12 +22,28 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* The host's pool (sp_set_thread_pool); set while no call runs, so the two are read as a pair. */
+static _Atomic(sp_parallel_for_fn) host_run;
+static _Atomic(void *) host_user;
+
+void sp_set_thread_pool(sp_parallel_for_fn run, void *host) {
+    atomic_store(&host_user, host);
+    atomic_store(&host_run, run);
+}
+
 int sp_pool_cores(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
 }
 
 sp_status sp_pool_run(size_t n, int threads, void (*fn)(void *user, size_t i), void *user) {
+    sp_parallel_for_fn run = atomic_load(&host_run);
+    if (run != NULL) {
+        if (n > 0) {
+            run(atomic_load(&host_user), n, threads > 0 ? threads : sp_pool_cores(), fn, user);
+        }
+        return SP_OK;
+    }
     pool_run r = {.n = n, .fn = fn, .user = user};
     atomic_init(&r.next, 0);
     size_t t = threads > 0 ? (size_t)threads : (size_t)sp_pool_cores();

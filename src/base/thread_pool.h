@@ -2,7 +2,7 @@
  *
  * A fork-join pool: the calling thread works too, the others are started for the call and
  * joined before it returns, so nothing outlives the call and there is no global pool to set up
- * or tear down. Items are handed out one at a time from a shared atomic counter, so a slow item
+ * or tear down; or, when the host program supplied one (sp_set_thread_pool), the host's pool. Items are handed out one at a time from a shared atomic counter, so a slow item
  * (a corrupt tile, a JPEG 2000 tile) does not hold up a whole fixed share of the work.
  */
 #ifndef SP_BASE_THREAD_POOL_H

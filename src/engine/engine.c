@@ -5,8 +5,9 @@
  * Slot life cycle: FREE -> READING (a worker reads tile t into it) -> READY -> COMPUTING (a worker
  * runs the op into its own chunk buffer and hands the chunk to the sink) -> FREE. Tiles are
  * started in row-major order, so neighbouring tiles, which share the slide's storage tiles
- * through their halos, are read close together in time (the tile cache keeps them). The calling
- * thread only waits and reports progress.
+ * through their halos, are read close together in time (the tile cache keeps them). The workers
+ * are items of the library's thread pool (base/thread_pool.c, or the host program's pool), the
+ * calling thread among them; whichever finishes a tile reports progress.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -60,6 +61,9 @@ typedef struct engine {
     int64_t n_tasks;
     int64_t read_rows; /* level rows per read task */
     void (*task)(struct engine *e, int64_t t, float *scratch, uint8_t *chunk);
+    void *(*worker_fn)(void *e); /* the loop the pool's items run */
+    pthread_mutex_t progress_lock;
+    int64_t reported; /* the last count given to the progress callback */
 } engine;
 
 static void fail(engine *e, const sp_err *err) {
@@ -74,6 +78,30 @@ static void fail(engine *e, const sp_err *err) {
     if (first && e->job->sink_abort != NULL) {
         e->job->sink_abort(e->job->sink_ctx);
     }
+}
+
+static void worker_item(void *arg, size_t i) {
+    (void)i;
+    engine *e = arg;
+    e->worker_fn(e);
+}
+
+/* Tell the job's progress callback, from whichever worker finished a tile: one call at a time,
+ * counts never decreasing. */
+static void report_progress(engine *e) {
+    const sp_engine_job *job = e->job;
+    if (job->progress == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&e->progress_lock);
+    pthread_mutex_lock(&e->lock);
+    int64_t done = e->done;
+    pthread_mutex_unlock(&e->lock);
+    if (done > e->reported) {
+        e->reported = done;
+        job->progress(job->progress_user, done, e->g.tiles);
+    }
+    pthread_mutex_unlock(&e->progress_lock);
 }
 
 static bool failed(engine *e) {
@@ -218,6 +246,9 @@ static void *tile_worker(void *arg) {
             e->held--;
             e->done++;
             pthread_cond_broadcast(&e->changed);
+            pthread_mutex_unlock(&e->lock);
+            report_progress(e);
+            pthread_mutex_lock(&e->lock);
             continue;
         }
         if (free_slot != NULL && e->next_tile < g->tiles) {
@@ -263,47 +294,12 @@ static void *tile_worker(void *arg) {
     return NULL;
 }
 
-/* Start `n` threads running fn(e) (the caller waits in `wait`), join them. Returns false when not
- * even one thread could start. */
-static bool run_threads(engine *e, int n, void *(*fn)(void *), void (*wait)(engine *e)) {
-    pthread_t *th = calloc((size_t)n, sizeof *th);
-    int started = 0;
-    for (int i = 0; th != NULL && i < n; i++) {
-        if (pthread_create(&th[i], NULL, fn, e) != 0) {
-            break; /* fewer workers: slower, still correct */
-        }
-        started++;
-    }
-    if (started > 0 && wait != NULL) {
-        wait(e);
-    }
-    for (int i = 0; i < started; i++) {
-        pthread_join(th[i], NULL);
-    }
-    free(th);
-    return started > 0;
-}
-
-/* The calling thread: report progress as tiles finish, until all have or a worker failed. */
-static void tile_wait(engine *e) {
-    const sp_engine_job *job = e->job;
-    pthread_mutex_lock(&e->lock);
-    int64_t reported = -1;
-    while (!e->failed) {
-        int64_t done = e->done;
-        if (done != reported && job->progress != NULL) {
-            reported = done;
-            pthread_mutex_unlock(&e->lock);
-            job->progress(job->progress_user, done, e->g.tiles);
-            pthread_mutex_lock(&e->lock);
-            continue;
-        }
-        if (e->done == e->g.tiles) {
-            break;
-        }
-        pthread_cond_wait(&e->changed, &e->lock);
-    }
-    pthread_mutex_unlock(&e->lock);
+/* Run `n` copies of a worker loop on the library's thread pool (or the host's) and wait for
+ * them. A pool that runs fewer at once, even one, is still correct: a worker only waits while
+ * another is reading. */
+static void run_workers(engine *e, int n, void *(*fn)(void *)) {
+    e->worker_fn = fn;
+    sp_pool_run((size_t)n, n, worker_item, e);
 }
 
 static sp_status run_tiles(engine *e, sp_err *err) {
@@ -329,9 +325,7 @@ static sp_status run_tiles(engine *e, sp_err *err) {
                               e->n_slots, (long long)side, (long long)side);
         }
     }
-    if (!run_threads(e, threads, tile_worker, tile_wait)) {
-        return sp_err_set(err, SP_E_NOMEM, "cannot start worker threads");
-    }
+    run_workers(e, threads, tile_worker);
     if (e->failed) {
         *err = e->err;
         return e->err.status;
@@ -372,9 +366,7 @@ static sp_status global_phase(engine *e, int64_t n,
     atomic_store(&e->next_task, 0);
     e->n_tasks = n;
     e->task = task;
-    if (!run_threads(e, e->job->threads, global_worker, NULL)) {
-        return sp_err_set(err, SP_E_NOMEM, "cannot start worker threads");
-    }
+    run_workers(e, e->job->threads, global_worker);
     if (e->failed) {
         *err = e->err;
         return e->err.status;
@@ -454,6 +446,7 @@ static void global_sink(engine *e, int64_t t, float *scratch, uint8_t *chunk) {
     e->done++;
     pthread_cond_broadcast(&e->changed);
     pthread_mutex_unlock(&e->lock);
+    report_progress(e);
 }
 
 static sp_status run_global(engine *e, uint64_t *bytes, sp_err *err) {
@@ -496,9 +489,7 @@ static sp_status run_global(engine *e, uint64_t *bytes, sp_err *err) {
     atomic_store(&e->next_task, 0);
     e->n_tasks = g->tiles;
     e->task = global_sink;
-    if (!run_threads(e, e->job->threads, global_worker, tile_wait)) {
-        return sp_err_set(err, SP_E_NOMEM, "cannot start worker threads");
-    }
+    run_workers(e, e->job->threads, global_worker);
     if (e->failed) {
         *err = e->err;
         return e->err.status;
@@ -593,9 +584,7 @@ static void rows_compute_ready(rows_run *rr, int64_t have) {
         }
         sp_pool_run((size_t)g->cols, rr->n_kits, rows_chunk, rr);
         rr->chunk_row++;
-        if (e->job->progress != NULL) {
-            e->job->progress(e->job->progress_user, rr->chunk_row * g->cols, g->tiles);
-        }
+        report_progress(e);
     }
 }
 
@@ -695,6 +684,7 @@ sp_status sp_engine_run(const sp_engine_job *job, sp_engine_stats *stats, sp_err
     g->elem = job->op->output == SP_ZARR_F32 ? 4 : 1;
     g->chunk_bytes = (size_t)job->op->channels * (size_t)(g->chunk * g->chunk) * g->elem;
     pthread_mutex_init(&e.lock, NULL);
+    pthread_mutex_init(&e.progress_lock, NULL);
     pthread_cond_init(&e.changed, NULL);
     uint64_t bytes = 0;
     int64_t tw = 0, th = 0;
@@ -721,6 +711,7 @@ sp_status sp_engine_run(const sp_engine_job *job, sp_engine_stats *stats, sp_err
     free(e.whole);
     free(e.whole_out);
     pthread_cond_destroy(&e.changed);
+    pthread_mutex_destroy(&e.progress_lock);
     pthread_mutex_destroy(&e.lock);
     return st;
 }

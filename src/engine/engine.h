@@ -56,7 +56,7 @@ typedef struct sp_engine_job {
     /* May be NULL. Called once, from any thread, when the run fails (a read, the op, a sink), so
      * that a sink which waits for chunks still to come (convert's pyramid) can stop waiting. */
     void (*sink_abort)(void *sink_ctx);
-    sp_progress_fn progress; /* may be NULL; called from the calling thread */
+    sp_progress_fn progress; /* may be NULL; called one call at a time, from the workers */
     void *progress_user;
 } sp_engine_job;
 
