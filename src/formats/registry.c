@@ -7,6 +7,7 @@ extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
 extern const sp_format sp_format_ome_zarr;
 extern const sp_format sp_format_generic_tiff;
+extern const sp_format sp_format_mirax;
 
 const sp_format *const sp_formats[] = {
     &sp_format_hamamatsu_ndpi,
@@ -15,5 +16,6 @@ const sp_format *const sp_formats[] = {
     &sp_format_dicom,
     &sp_format_ome_zarr,
     &sp_format_generic_tiff,
+    &sp_format_mirax,
     NULL,
 };
