@@ -40,6 +40,7 @@ class Layout:
     levels: int = 4
     quality: int = 90
     compressed_positions: bool = False
+    positions: bool = True  # False: no position record, photos exactly on the nominal grid
     missing: tuple = ((4, 3), (0, 3))  # photos not taken (no tissue)
     jitter_seed: int = 7
     extra_general: dict = field(default_factory=dict)
@@ -91,6 +92,8 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
                 jy = -8
             if px == 2 and py == 1:
                 jx, jy = 8, 8
+            if not L.positions:
+                jx = jy = 0
             positions[(px, py)] = (px * step_x + max(jx, 0 if px == 0 else -8),
                                    py * step_y + max(jy, 0 if py == 0 else -8))
 
@@ -157,8 +160,7 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
         put(1, _jpeg(macro, 85)),
         put(1, _jpeg(label, 85)),
         put(1, _jpeg(thumb, 85)),
-        put(0, pos_blob),
-    ]
+    ] + ([put(0, pos_blob)] if L.positions else [])
     for i, blob in enumerate(data):
         (folder / f"Data{i:04d}.dat").write_bytes(bytes(blob))
 
@@ -214,7 +216,8 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
         **L.extra_general,
     }
     lines = ["[GENERAL]"] + [f"{k} = {v}" for k, v in g.items()]
-    lines += ["", "[HIERARCHICAL]", "HIER_COUNT = 1", "NONHIER_COUNT = 2", "INDEXFILE = Index.dat",
+    lines += ["", "[HIERARCHICAL]", "HIER_COUNT = 1", f"NONHIER_COUNT = {2 if L.positions else 1}",
+              "INDEXFILE = Index.dat",
               "HIER_0_NAME = Slide zoom level", f"HIER_0_COUNT = {L.levels}"]
     for lv in range(L.levels):
         lines += [f"HIER_0_VAL_{lv} = ZoomLevel_{lv}", f"HIER_0_VAL_{lv}_SECTION = LAYER_0_LEVEL_{lv}_SECTION"]
@@ -224,10 +227,11 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
               "NONHIER_0_VAL_1 = ScanDataLayer_SlideBarcode",
               "NONHIER_0_VAL_1_SECTION = NONHIERLAYER_0_LEVEL_1_SECTION",
               "NONHIER_0_VAL_2 = ScanDataLayer_SlidePreview",
-              "NONHIER_0_VAL_2_SECTION = NONHIERLAYER_0_LEVEL_2_SECTION",
-              f"NONHIER_1_NAME = {pos_name}", "NONHIER_1_COUNT = 1",
-              "NONHIER_1_VAL_0 = default", "NONHIER_1_VAL_0_SECTION = NONHIERLAYER_1_LEVEL_0_SECTION",
-              "", "[DATAFILE]", "FILE_COUNT = 2", "FILE_0 = Data0000.dat", "FILE_1 = Data0001.dat"]
+              "NONHIER_0_VAL_2_SECTION = NONHIERLAYER_0_LEVEL_2_SECTION"]
+    if L.positions:
+        lines += [f"NONHIER_1_NAME = {pos_name}", "NONHIER_1_COUNT = 1", "NONHIER_1_VAL_0 = default",
+                  "NONHIER_1_VAL_0_SECTION = NONHIERLAYER_1_LEVEL_0_SECTION"]
+    lines += ["", "[DATAFILE]", "FILE_COUNT = 2", "FILE_0 = Data0000.dat", "FILE_1 = Data0001.dat"]
     for lv in range(L.levels):
         s = 1 << lv
         lines += ["", f"[LAYER_0_LEVEL_{lv}_SECTION]",
@@ -238,8 +242,9 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
                   f"IMAGE_CONCAT_FACTOR = {0 if lv == 0 else 1}"]
     lines += ["", "[NONHIERLAYER_0_LEVEL_0_SECTION]", "THUMBNAIL_IMAGE_TYPE = JPEG",
               "", "[NONHIERLAYER_0_LEVEL_1_SECTION]", "BARCODE_IMAGE_TYPE = JPEG",
-              "", "[NONHIERLAYER_0_LEVEL_2_SECTION]", "PREVIEW_IMAGE_TYPE = JPEG",
-              "", "[NONHIERLAYER_1_LEVEL_0_SECTION]", "VIMSLIDE_POSITION_DATA_FORMAT_VERSION = 257"]
+              "", "[NONHIERLAYER_0_LEVEL_2_SECTION]", "PREVIEW_IMAGE_TYPE = JPEG"]
+    if L.positions:
+        lines += ["", "[NONHIERLAYER_1_LEVEL_0_SECTION]", "VIMSLIDE_POSITION_DATA_FORMAT_VERSION = 257"]
     (folder / "Slidedat.ini").write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode("utf-8"))
 
     mrxs = out_dir / f"{name}.mrxs"
