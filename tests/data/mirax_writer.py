@@ -41,6 +41,7 @@ class Layout:
     quality: int = 90
     compressed_positions: bool = False
     positions: bool = True  # False: no position record, photos exactly on the nominal grid
+    data_files: int = 2  # records alternate between Data0000.dat and Data0001.dat
     missing: tuple = ((4, 3), (0, 3))  # photos not taken (no tissue)
     jitter_seed: int = 7
     extra_general: dict = field(default_factory=dict)
@@ -129,7 +130,7 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
     folder = out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     header = b"01.02" + SLIDE_ID.encode()
-    data = [bytearray(header + b"\0" * 3), bytearray(header + b"\0" * 7)]
+    data = [bytearray(header + b"\0" * (3 + 4 * i)) for i in range(L.data_files)]
 
     def put(fileno: int, blob: bytes) -> tuple[int, int, int]:
         off = len(data[fileno])
@@ -140,7 +141,7 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
     for lv, images in enumerate(level_images):
         records = []
         for (x, y) in sorted(images, key=lambda k: (k[1], k[0])):
-            off, ln, fno = put(lv % 2, _jpeg(images[(x, y)], L.quality))
+            off, ln, fno = put(lv % L.data_files, _jpeg(images[(x, y)], L.quality))
             records.append((y * images_x + x, off, ln, fno))
         hier.append(records)
 
@@ -154,12 +155,13 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
 
     macro = _halve(_halve(scene))
     label = np.full((96, 160, 3), 235, dtype=np.uint8)
-    label[20:76, 16:144] = _halve(scene[:112, :256])
+    sub = _halve(scene[:112, :256])
+    label[20:20 + sub.shape[0], 16:16 + sub.shape[1]] = sub
     thumb = _halve(_halve(_halve(scene)))
     nonhier = [  # in Slidedat's NONHIER order
-        put(1, _jpeg(macro, 85)),
-        put(1, _jpeg(label, 85)),
-        put(1, _jpeg(thumb, 85)),
+        put(1 % L.data_files, _jpeg(macro, 85)),
+        put(1 % L.data_files, _jpeg(label, 85)),
+        put(1 % L.data_files, _jpeg(thumb, 85)),
     ] + ([put(0, pos_blob)] if L.positions else [])
     for i, blob in enumerate(data):
         (folder / f"Data{i:04d}.dat").write_bytes(bytes(blob))
@@ -231,7 +233,8 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
     if L.positions:
         lines += [f"NONHIER_1_NAME = {pos_name}", "NONHIER_1_COUNT = 1", "NONHIER_1_VAL_0 = default",
                   "NONHIER_1_VAL_0_SECTION = NONHIERLAYER_1_LEVEL_0_SECTION"]
-    lines += ["", "[DATAFILE]", "FILE_COUNT = 2", "FILE_0 = Data0000.dat", "FILE_1 = Data0001.dat"]
+    lines += ["", "[DATAFILE]", f"FILE_COUNT = {L.data_files}"]
+    lines += [f"FILE_{i} = Data{i:04d}.dat" for i in range(L.data_files)]
     for lv in range(L.levels):
         s = 1 << lv
         lines += ["", f"[LAYER_0_LEVEL_{lv}_SECTION]",
