@@ -8,18 +8,23 @@
  * higher zoom level halves 2x2 images of the level below into one, whatever photo they came
  * from, so an image there spans several photos and is cut back into one piece per photo, each
  * drawn at its own photo's position. Placement follows OpenSlide 4's tile map: every piece has a
- * cell (col, row) in a grid of the level's nominal advance and a small offset from it; where
- * pieces overlap, the one with the largest (row, col) lies on top, as in OpenSlide 4.0.1's
- * output (measured: tests/data/test_mirax.py compares every level's pixels). Positions whose level-0 images are all missing
- * draw nothing at any level. Slidepipe reads a level as a regular grid of tiles, each painted
- * from the pieces that intersect it, decoding only the rectangle of each JPEG that it needs;
- * when OpenSlide reports a tile size (no overlap, no offsets) the grid uses it, else 256x256.
+ * cell (col, row) in a grid of the level's nominal advance and a small offset from it. OpenSlide
+ * draws the cells from the bottom-right with cairo's SATURATE operator, so where pieces overlap
+ * the one with the largest (row, col) lies on top; a piece whose place falls between pixels (at
+ * a zoom level, a camera position that is not a multiple of the concatenation: most of them on
+ * a real slide) is resampled bilinearly by pixman, its edges partly transparent. Slidepipe
+ * repeats that arithmetic (see paint_piece), so its pixels equal OpenSlide's output, the
+ * partial alpha of those edges included. Positions whose level-0 images are all missing draw
+ * nothing at any level. Slidepipe reads a level as a regular grid of tiles, each painted from
+ * the pieces that meet it, decoding only the rectangle of each JPEG that it needs; when
+ * OpenSlide reports a tile size (no overlap, no offsets) the grid uses it, else 256x256.
  * Levels keep OpenSlide's dimensions (the sum of image sizes less overlaps, divided by the
  * concatenation) and downsamples (the concatenation, exactly). Slidedat.ini's keys become
  * mirax.SECTION.KEY properties; level 0's section gives the MPP and the fill colour, GENERAL
- * the objective power. Label, macro and thumbnail are JPEG records. PNG and BMP images, and
- * positions that fall between pixels (OpenSlide resamples those), are not read: docs/formats.md.
+ * the objective power. Label, macro and thumbnail are JPEG records. PNG and BMP images are not
+ * read: docs/formats.md.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +43,8 @@ static const char MRXS_EXT[] = ".mrxs";
 typedef struct mx_piece {
     int32_t record; /* index into the level's records */
     int32_t src_x, src_y, w, h;
-    int64_t dst_x, dst_y;
+    int64_t dst_x, dst_y; /* the whole pixel at or left of / above its place */
+    int32_t frac_x, frac_y; /* its place's fraction of a pixel, in 1/65536 (pixman's fixed point) */
 } mx_piece;
 
 typedef struct mx_level {
@@ -51,6 +57,8 @@ typedef struct mx_level {
     mx_piece *pieces;
     size_t n_pieces, cap_pieces;
     bool hint; /* OpenSlide reports a tile size (integer advance, no overlap, no offsets) */
+    bool cut;  /* several pieces per image: OpenSlide draws each from an ARGB32 copy of its part,
+                * else straight from the RGB24 image, and pixman composites the two differently */
 } mx_level;
 
 typedef struct mirax {
@@ -285,6 +293,8 @@ static sp_status place_level(mirax *m, const sp_limits *limits, int z, const lev
                     .h = (int32_t)ceil(lp->tile_h),
                     .dst_x = (int64_t)floor(pos_x),
                     .dst_y = (int64_t)floor(pos_y),
+                    .frac_x = (int32_t)lround((pos_x - floor(pos_x)) * 65536.0),
+                    .frac_y = (int32_t)lround((pos_y - floor(pos_y)) * 65536.0),
                 };
                 st = add_piece(l, limits, &piece, col, row, err);
             }
@@ -354,6 +364,7 @@ static sp_status build_levels(sp_slide *s, mirax *m, sp_err *err) {
         l->hint = floor(l->advance_x) == l->advance_x && floor(l->advance_y) == l->advance_y &&
                   l->advance_x == p->tile_w && l->advance_y == p->tile_h;
         l->records = m->index.records[z];
+        l->cut = p->tiles_per_image > 1;
         l->image_w = hs->image_w;
         l->image_h = hs->image_h;
         l->cols = L->images_x;
@@ -396,6 +407,159 @@ static sp_status build_levels(sp_slide *s, mirax *m, sp_err *err) {
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
+/* Pieces are drawn as OpenSlide draws them through cairo and pixman, established by comparing
+ * with OpenSlide 4.0.1 and with cairo 1.16 / pixman 0.42 directly (Debian's OpenSlide 3.4.1,
+ * built on those, gives OpenSlide 4.0.1's pixels on these slides): with the SATURATE operator (a
+ * piece fills only what the pieces drawn before it left transparent, so the first drawn wins).
+ * A piece whose place falls between pixels is sampled bilinearly (weights from the place's
+ * 16-bit fraction, transparent outside the piece) and composited in pixman's single-precision
+ * pipeline: bytes to floats by x / 255, the combiner in floats, floats back to bytes by
+ * pixman's unorm rounding. A piece on whole pixels is composited the same way when OpenSlide
+ * draws it from an ARGB32 copy of its part of the image (several pieces per image), and with
+ * pixman's 8-bit combiner when it draws it straight from the RGB24 image. The steps below keep
+ * pixman's order (mirax.c is built with -ffp-contract=off, so no step is fused). The tile is
+ * premultiplied while pieces are drawn, then made straight as openslide-python does
+ * (mirax_read_tile). */
+
+static inline float unorm_to_float(uint8_t v) {
+    return (float)v * (1.f / 255.f);
+}
+
+static inline uint8_t float_to_unorm(float f) {
+    f = f > 1.0f ? 1.0f : f < 0.0f ? 0.0f : f;
+    uint32_t u = (uint32_t)(f * 256.0f);
+    return (uint8_t)(u - (u >> 8));
+}
+
+static inline uint8_t mul_un8(unsigned a, unsigned b) {
+    unsigned t = a * b + 0x80;
+    return (uint8_t)(((t >> 8) + t) >> 8);
+}
+
+/* SATURATE of an opaque RGB24 pixel on whole pixels: pixman's 8-bit combiner. */
+static inline void saturate_8(const uint8_t s[4], uint8_t d[4]) {
+    unsigned room = 255u - d[3];
+    unsigned f = (room * 255u + 127u) / 255u; /* s's alpha is 255 */
+    for (int c = 0; c < 4; c++) {
+        unsigned v = d[c] + (unsigned)mul_un8(s[c], f);
+        d[c] = (uint8_t)(v > 255 ? 255 : v);
+    }
+}
+
+/* d = SATURATE(s, d) for premultiplied s (floats) and d (bytes, in place): pixman's float
+ * combiner. */
+static inline void saturate(const float s[4], uint8_t d[4]) {
+    float da = unorm_to_float(d[3]), sa = s[3];
+    float fa = (-FLT_MIN < sa && sa < FLT_MIN) ? 1.0f : (1.0f - da) / sa;
+    fa = fa > 1.0f ? 1.0f : fa < 0.0f ? 0.0f : fa;
+    for (int c = 0; c < 4; c++) {
+        float v = s[c] * fa + unorm_to_float(d[c]);
+        d[c] = float_to_unorm(v > 1.0f ? 1.0f : v);
+    }
+}
+
+static sp_status paint_piece(const mx_level *l, const mx_piece *p, const uint8_t *jpeg,
+                             size_t jpeg_len, const sp_limits *limits, int64_t x0, int64_t y0,
+                             int64_t ix0, int64_t iy0, int64_t ix1, int64_t iy1, uint8_t *rgba,
+                             uint64_t stride, sp_err *err) {
+    /* Destination pixel X samples the piece at X - place (pixel centres on both sides): between
+     * its columns floor(X - place) and the next. */
+    const int64_t place_x = p->dst_x * 65536 + p->frac_x, place_y = p->dst_y * 65536 + p->frac_y;
+    int64_t sx_lo = (ix0 * 65536 - place_x) >> 16, sx_hi = ((ix1 - 1) * 65536 - place_x) >> 16;
+    int64_t sy_lo = (iy0 * 65536 - place_y) >> 16, sy_hi = ((iy1 - 1) * 65536 - place_y) >> 16;
+    int64_t cx0 = sx_lo < 0 ? 0 : sx_lo, cy0 = sy_lo < 0 ? 0 : sy_lo;
+    int64_t cx1 = sx_hi + 2 > p->w ? p->w : sx_hi + 2, cy1 = sy_hi + 2 > p->h ? p->h : sy_hi + 2;
+    int64_t sw = cx1 > cx0 ? cx1 - cx0 : 0, sh = cy1 > cy0 ? cy1 - cy0 : 0;
+    if (sw == 0 || sh == 0) {
+        return SP_OK;
+    }
+    uint8_t *src = NULL;
+    sp_status st = sp_alloc(limits, (uint64_t)sw * (uint64_t)sh * 4, "a MIRAX piece",
+                            (void **)&src, err);
+    uint64_t vw = 0, vh = 0;
+    if (st == SP_OK) {
+        st = sp_jpeg_decode_area(jpeg, jpeg_len, NULL, 0, SP_JPEG_SPACE_AUTO, 1,
+                                 (uint64_t)(p->src_x + cx0), (uint64_t)(p->src_y + cy0),
+                                 (uint64_t)sw, (uint64_t)sh, 4, src, (size_t)sw * 4, &vw, &vh,
+                                 err);
+    }
+    if (st == SP_OK && (vw != (uint64_t)l->image_w || vh != (uint64_t)l->image_h)) {
+        st = sp_err_set(err, SP_E_CORRUPT,
+                        "a MIRAX image is %llux%llu where Slidedat.ini says %dx%d",
+                        (unsigned long long)vw, (unsigned long long)vh, l->image_w, l->image_h);
+    }
+    if (st != SP_OK) {
+        free(src);
+        return st;
+    }
+    static const uint8_t clear[4] = {0, 0, 0, 0};
+    const bool whole = p->frac_x == 0 && p->frac_y == 0;
+    for (int64_t Y = iy0; Y < iy1; Y++) {
+        int64_t fy = Y * 65536 - place_y;
+        int64_t y1 = fy >> 16;
+        const float dy = (float)(fy & 0xFFFF) * (1.f / 65536.f);
+        uint8_t *d = rgba + (uint64_t)(Y - y0) * stride + (uint64_t)(ix0 - x0) * 4;
+        for (int64_t X = ix0; X < ix1; X++, d += 4) {
+            if (d[3] == 255) {
+                continue; /* SATURATE leaves an opaque pixel as it is */
+            }
+            int64_t fx = X * 65536 - place_x;
+            int64_t x1 = fx >> 16;
+            const uint8_t *q[4];
+            for (int k = 0; k < 4; k++) {
+                int64_t sx = x1 + (k & 1), sy = y1 + (k >> 1);
+                bool inside = sx >= cx0 && sx < cx1 && sy >= cy0 && sy < cy1;
+                q[k] = inside ? src + ((sy - cy0) * sw + (sx - cx0)) * 4 : clear;
+            }
+            if (whole && d[3] == 0 && d[0] == 0 && d[1] == 0 && d[2] == 0) {
+                memcpy(d, q[0], 4); /* a copy onto nothing: SATURATE's result, exactly */
+                continue;
+            }
+            if (whole && !l->cut) {
+                saturate_8(q[0], d);
+                continue;
+            }
+            float s[4];
+            if (whole) {
+                for (int c = 0; c < 4; c++) {
+                    s[c] = unorm_to_float(q[0][c]);
+                }
+            } else {
+                const float dx = (float)(fx & 0xFFFF) * (1.f / 65536.f);
+                const float dxy = dx * dy, dxiy = dx * (1.f - dy), dixy = (1.f - dx) * dy;
+                const float dixiy = (1.f - dx) * (1.f - dy);
+                for (int c = 0; c < 4; c++) {
+                    float v = unorm_to_float(q[0][c]) * dixiy;
+                    v = v + unorm_to_float(q[1][c]) * dxiy;
+                    v = v + unorm_to_float(q[2][c]) * dixy;
+                    v = v + unorm_to_float(q[3][c]) * dxy;
+                    s[c] = v;
+                }
+            }
+            saturate(s, d);
+        }
+    }
+    free(src);
+    return SP_OK;
+}
+
+/* Premultiplied to straight alpha, as openslide-python converts OpenSlide's pixels (truncating:
+ * 255 * c / a). */
+static void unpremultiply(uint8_t *rgba, uint64_t stride, int64_t w, int64_t h) {
+    for (int64_t y = 0; y < h; y++) {
+        uint8_t *p = rgba + (uint64_t)y * stride;
+        for (int64_t x = 0; x < w; x++, p += 4) {
+            unsigned a = p[3];
+            if (a != 0 && a != 255) {
+                for (int c = 0; c < 3; c++) {
+                    unsigned v = p[c] * 255u / a;
+                    p[c] = (uint8_t)(v > 255 ? 255 : v);
+                }
+            }
+        }
+    }
+}
+
 static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col, int64_t row,
                                  uint8_t *rgba, uint64_t stride, sp_err *err) {
     const mirax *m = s->priv;
@@ -405,8 +569,8 @@ static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col
     for (int64_t r = 0; r < level->tile_height; r++) {
         memset(rgba + (uint64_t)r * stride, 0, (size_t)level->tile_width * 4);
     }
-    /* The cells whose pieces can reach this tile, painted row by row from the top-left so that
-     * the largest (row, col) ends on top, as in OpenSlide's output. */
+    /* The cells whose pieces can reach this tile, drawn from the bottom-right as OpenSlide draws
+     * them (with SATURATE the first drawn wins: the largest (row, col) lies on top). */
     int64_t c_lo = (int64_t)floor((double)(x0 - l->reach_x) / l->advance_x);
     int64_t c_hi = (int64_t)ceil((double)(x1 + l->reach_x) / l->advance_x);
     int64_t r_lo = (int64_t)floor((double)(y0 - l->reach_y) / l->advance_y);
@@ -417,17 +581,20 @@ static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col
     r_hi = r_hi >= l->rows ? l->rows - 1 : r_hi;
     uint8_t *jpeg = NULL;
     int32_t jpeg_record = -1;
+    bool blended = false;
     sp_status st = SP_OK;
-    for (int64_t rr = r_lo; st == SP_OK && rr <= r_hi; rr++) {
-        for (int64_t cc = c_lo; st == SP_OK && cc <= c_hi; cc++) {
+    for (int64_t rr = r_hi; st == SP_OK && rr >= r_lo; rr--) {
+        for (int64_t cc = c_hi; st == SP_OK && cc >= c_lo; cc--) {
             int32_t n = l->cells[rr * l->cols + cc];
             if (n < 0) {
                 continue;
             }
             const mx_piece *p = &l->pieces[n];
+            /* Between pixels, a piece reaches one more column (row) than it has. */
+            int64_t pw = p->w + (p->frac_x != 0), ph = p->h + (p->frac_y != 0);
             int64_t ix0 = p->dst_x > x0 ? p->dst_x : x0, iy0 = p->dst_y > y0 ? p->dst_y : y0;
-            int64_t ix1 = p->dst_x + p->w < x1 ? p->dst_x + p->w : x1;
-            int64_t iy1 = p->dst_y + p->h < y1 ? p->dst_y + p->h : y1;
+            int64_t ix1 = p->dst_x + pw < x1 ? p->dst_x + pw : x1;
+            int64_t iy1 = p->dst_y + ph < y1 ? p->dst_y + ph : y1;
             if (ix0 >= ix1 || iy0 >= iy1) {
                 continue;
             }
@@ -440,21 +607,9 @@ static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col
                 }
                 jpeg_record = p->record;
             }
-            uint64_t vw = 0, vh = 0;
-            st = sp_jpeg_decode_area(
-                jpeg, rec->length, NULL, 0, SP_JPEG_SPACE_AUTO, 1,
-                (uint64_t)(p->src_x + (ix0 - p->dst_x)), (uint64_t)(p->src_y + (iy0 - p->dst_y)),
-                (uint64_t)(ix1 - ix0), (uint64_t)(iy1 - iy0), 4,
-                rgba + (uint64_t)(iy0 - y0) * stride + (uint64_t)(ix0 - x0) * 4, (size_t)stride,
-                &vw, &vh, err);
-            if (st == SP_OK && (vw != (uint64_t)l->image_w || vh != (uint64_t)l->image_h)) {
-                st = sp_err_set(err, SP_E_CORRUPT,
-                                "MIRAX image %d (data file %d, offset %u) is %llux%llu where "
-                                "Slidedat.ini says %dx%d",
-                                rec->image_index, rec->fileno, rec->offset,
-                                (unsigned long long)vw, (unsigned long long)vh, l->image_w,
-                                l->image_h);
-            }
+            st = paint_piece(l, p, jpeg, rec->length, &s->limits, x0, y0, ix0, iy0, ix1, iy1, rgba,
+                             stride, err);
+            blended = blended || p->frac_x != 0 || p->frac_y != 0;
         }
     }
     free(jpeg);
@@ -462,6 +617,8 @@ static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col
         for (int64_t r = 0; r < level->tile_height; r++) {
             memset(rgba + (uint64_t)r * stride, 0, (size_t)level->tile_width * 4);
         }
+    } else if (blended) {
+        unpremultiply(rgba, stride, level->tile_width, level->tile_height);
     }
     return st;
 }

@@ -44,6 +44,7 @@ class Layout:
     data_files: int = 2  # records alternate between Data0000.dat and Data0001.dat
     missing: tuple = ((4, 3), (0, 3))  # photos not taken (no tissue)
     jitter_seed: int = 7
+    jitter_step: int = 8  # 8: every place is a whole pixel up to concatenation 8; 1: as scanners do
     extra_general: dict = field(default_factory=dict)
 
 
@@ -55,7 +56,7 @@ def _h_and_e(width: int, height: int, testdata: Path) -> np.ndarray:
         w0, h0 = s.dimensions
         assert width <= w0 and height <= h0, (width, height, w0, h0)
         # the lower right holds epidermis and dermis: tissue all over the scene
-        img = s.read_region((w0 - width - 100, h0 - height - 150), 0, (width, height))
+        img = s.read_region((max(0, w0 - width - 100), max(0, h0 - height - 150)), 0, (width, height))
     return np.asarray(img.convert("RGB"), dtype=np.uint8)
 
 
@@ -86,13 +87,15 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
         for px in range(L.photos_x):
             if (px, py) in L.missing:
                 continue
-            jx, jy = (0, 0) if (px, py) == (0, 0) else (int(v) * 8 for v in rng.integers(-1, 2, 2))
+            jx, jy = (0, 0) if (px, py) == (0, 0) else (int(v) * L.jitter_step for v in rng.integers(-1, 2, 2))
             if px == 1 and py == 0:
                 jx = -8  # at least one photo each side of its nominal place
             if px == 0 and py == 1:
                 jy = -8
             if px == 2 and py == 1:
                 jx, jy = 8, 8
+            if L.jitter_step != 8:  # places that are not multiples of 8 (nor of 2)
+                jx, jy = jx + (px * 3 + py) % 7 - 3, jy + (py * 5 + px) % 7 - 3
             if not L.positions:
                 jx = jy = 0
             positions[(px, py)] = (px * step_x + max(jx, 0 if px == 0 else -8),

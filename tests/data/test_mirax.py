@@ -1,9 +1,10 @@
 """3DHISTECH MIRAX against OpenSlide 4, on slides this module writes (tests/data/mirax_writer.py:
 there is no small public sample): real H&E JPEG images, overlapping camera photos off their
-nominal grid, several zoom levels, missing photos, label/macro/thumbnail. Four layouts: the
+nominal grid, several zoom levels, missing photos, label/macro/thumbnail. Five layouts: the
 position layer plain or zlib-compressed (StitchingIntensityLayer), photos cut into 2x2 or
-1x1 stored images, and a plain grid without a position layer or overlap (the only one for which
-OpenSlide reports a tile size). OpenSlide must detect each as "mirax"; slidepipe's facts,
+1x1 stored images, camera positions on odd pixels (so that pieces fall between pixels at the
+zoom levels, where OpenSlide resamples them), and a plain grid without a position layer or
+overlap (the only one for which OpenSlide reports a tile size). OpenSlide must detect each as "mirax"; slidepipe's facts,
 properties, every level's pixels (whole and at awkward origins) and associated images must equal
 its output exactly. Spoiled copies must fail with exit 1 and one line naming the slide.
 """
@@ -28,6 +29,9 @@ LAYOUTS = {
     "one-image-per-photo": mirax_writer.Layout(divisions=1, image_w=256, image_h=192),
     "plain-grid": mirax_writer.Layout(positions=False, overlap_x=0, overlap_y=0, divisions=1,
                                       image_w=256, image_h=192),
+    # camera positions on odd pixels, as a scanner leaves them: at every zoom level above 0 most
+    # pieces fall between pixels and OpenSlide resamples them (partly transparent edges)
+    "off-grid": mirax_writer.Layout(jitter_step=1),
 }
 
 
@@ -70,6 +74,16 @@ def test_facts(slide, sp):
         want_assoc = {n: img.size for n, img in os_.associated_images.items()}
         assert set(want_assoc) == {"label", "macro", "thumbnail"}
         assert {n: (v["width"], v["height"]) for n, v in got["associated"].items()} == want_assoc
+
+
+def test_off_grid_pieces_are_resampled(slides):
+    """The off-grid layout really puts pieces between pixels: OpenSlide's level 1 has partly
+    transparent pixels (resampled piece edges over nothing), which the exact comparison in
+    test_every_level_whole then holds slidepipe to."""
+    with _openslide(slides["off-grid"]) as os_:
+        w, h = os_.level_dimensions[1]
+        alpha = np.asarray(os_.read_region((0, 0), 1, (w, h)))[..., 3]
+    assert ((alpha > 0) & (alpha < 255)).sum() > 100
 
 
 def test_layout_is_not_a_plain_grid(slides):
