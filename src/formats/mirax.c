@@ -61,6 +61,20 @@ typedef struct mx_level {
                 * else straight from the RGB24 image, and pixman composites the two differently */
 } mx_level;
 
+/* Decoded stored images, kept for the next tiles that need them: a tile meets several images
+ * and an image several tiles, so without them each image would be decoded several times. */
+#define IMAGE_CACHE_SLOTS 64
+#define IMAGE_CACHE_BYTES ((size_t)96 << 20)
+
+typedef struct mx_image {
+    const struct mx_level *level; /* NULL: a free slot */
+    int32_t record;
+    uint8_t *rgba; /* image_w x image_h straight RGBA8 (alpha 255) */
+    size_t bytes;
+    uint64_t used;
+    int refs;
+} mx_image;
+
 typedef struct mirax {
     sp_mirax_layout layout;
     sp_mirax_index index;
@@ -68,6 +82,11 @@ typedef struct mirax {
     int n_files;
     mx_level levels[SP_MIRAX_MAX_LEVELS];
     sp_mirax_record assoc[3];
+    pthread_mutex_t lock; /* guards the image cache */
+    bool lock_made;
+    mx_image images[IMAGE_CACHE_SLOTS];
+    size_t image_bytes;
+    uint64_t clock;
 } mirax;
 
 static bool mirax_detect(const sp_probe *p) {
@@ -405,6 +424,96 @@ static sp_status build_levels(sp_slide *s, mirax *m, sp_err *err) {
     return st;
 }
 
+/* ---- decoded images ----------------------------------------------------------------------- */
+
+/* Image `record` of level `l`, decoded: from the cache (*slot its slot, to release) or decoded
+ * now (*slot -1: the caller frees *rgba once done when the cache had no room). */
+static sp_status get_image(mirax *m, const sp_limits *limits, const mx_level *l, int32_t record,
+                           uint8_t **rgba, int *slot, sp_err *err) {
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < IMAGE_CACHE_SLOTS; i++) {
+        mx_image *e = &m->images[i];
+        if (e->level == l && e->record == record) {
+            e->refs++;
+            e->used = ++m->clock;
+            *rgba = e->rgba;
+            *slot = i;
+            pthread_mutex_unlock(&m->lock);
+            return SP_OK;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+
+    const sp_mirax_record *rec = &l->records[record];
+    uint8_t *jpeg = NULL, *img = NULL;
+    uint32_t w = 0, h = 0;
+    int components = 0;
+    size_t bytes = (size_t)l->image_w * (size_t)l->image_h * 4;
+    sp_status st = read_record(m, limits, rec, &jpeg, err);
+    if (st == SP_OK) {
+        st = sp_jpeg_read_header(jpeg, rec->length, NULL, 0, &w, &h, &components, err);
+    }
+    if (st == SP_OK && (w != (uint32_t)l->image_w || h != (uint32_t)l->image_h)) {
+        st = sp_err_set(err, SP_E_CORRUPT,
+                        "MIRAX image %d (data file %d, offset %u) is %ux%u where Slidedat.ini "
+                        "says %dx%d",
+                        rec->image_index, rec->fileno, rec->offset, w, h, l->image_w, l->image_h);
+    }
+    if (st == SP_OK) {
+        st = sp_alloc(limits, bytes, "a MIRAX image", (void **)&img, err);
+    }
+    if (st == SP_OK) {
+        st = sp_jpeg_decode_rgba(jpeg, rec->length, NULL, 0, SP_JPEG_SPACE_AUTO,
+                                 (uint64_t)l->image_w, (uint64_t)l->image_h, img,
+                                 (size_t)l->image_w * 4, err);
+    }
+    free(jpeg);
+    if (st != SP_OK) {
+        free(img);
+        return st;
+    }
+    *rgba = img;
+    *slot = -1;
+    /* Keep it: in a free slot, or in place of the least recently used unreferenced ones. */
+    pthread_mutex_lock(&m->lock);
+    for (;;) {
+        int free_slot = -1, victim = -1;
+        for (int i = 0; i < IMAGE_CACHE_SLOTS; i++) {
+            mx_image *e = &m->images[i];
+            if (e->level == NULL) {
+                free_slot = free_slot < 0 ? i : free_slot;
+            } else if (e->refs == 0 && (victim < 0 || e->used < m->images[victim].used)) {
+                victim = i;
+            }
+        }
+        if (free_slot >= 0 && m->image_bytes + bytes <= IMAGE_CACHE_BYTES) {
+            m->images[free_slot] =
+                (mx_image){l, record, img, bytes, ++m->clock, 1};
+            m->image_bytes += bytes;
+            *slot = free_slot;
+            break;
+        }
+        if (victim < 0 || bytes > IMAGE_CACHE_BYTES) {
+            break; /* no room: the caller frees it */
+        }
+        free(m->images[victim].rgba);
+        m->image_bytes -= m->images[victim].bytes;
+        m->images[victim] = (mx_image){0};
+    }
+    pthread_mutex_unlock(&m->lock);
+    return SP_OK;
+}
+
+static void release_image(mirax *m, uint8_t *rgba, int slot) {
+    if (slot < 0) {
+        free(rgba);
+        return;
+    }
+    pthread_mutex_lock(&m->lock);
+    m->images[slot].refs--;
+    pthread_mutex_unlock(&m->lock);
+}
+
 /* ---- reading ------------------------------------------------------------------------------ */
 
 /* Pieces are drawn as OpenSlide draws them through cairo and pixman, established by comparing
@@ -458,42 +567,51 @@ static inline void saturate(const float s[4], uint8_t d[4]) {
     }
 }
 
-static sp_status paint_piece(const mx_level *l, const mx_piece *p, const uint8_t *jpeg,
-                             size_t jpeg_len, const sp_limits *limits, int64_t x0, int64_t y0,
-                             int64_t ix0, int64_t iy0, int64_t ix1, int64_t iy1, uint8_t *rgba,
-                             uint64_t stride, sp_err *err) {
+static void paint_piece(const mx_level *l, const mx_piece *p, const uint8_t *img, int64_t x0,
+                        int64_t y0, int64_t ix0, int64_t iy0, int64_t ix1, int64_t iy1,
+                        uint8_t *rgba, uint64_t stride) {
     /* Destination pixel X samples the piece at X - place (pixel centres on both sides): between
-     * its columns floor(X - place) and the next. */
+     * its columns floor(X - place) and the next. The piece is the image's rectangle at
+     * (src_x, src_y), w x h, cut to the image. */
     const int64_t place_x = p->dst_x * 65536 + p->frac_x, place_y = p->dst_y * 65536 + p->frac_y;
-    int64_t sx_lo = (ix0 * 65536 - place_x) >> 16, sx_hi = ((ix1 - 1) * 65536 - place_x) >> 16;
-    int64_t sy_lo = (iy0 * 65536 - place_y) >> 16, sy_hi = ((iy1 - 1) * 65536 - place_y) >> 16;
-    int64_t cx0 = sx_lo < 0 ? 0 : sx_lo, cy0 = sy_lo < 0 ? 0 : sy_lo;
-    int64_t cx1 = sx_hi + 2 > p->w ? p->w : sx_hi + 2, cy1 = sy_hi + 2 > p->h ? p->h : sy_hi + 2;
-    int64_t sw = cx1 > cx0 ? cx1 - cx0 : 0, sh = cy1 > cy0 ? cy1 - cy0 : 0;
-    if (sw == 0 || sh == 0) {
-        return SP_OK;
-    }
-    uint8_t *src = NULL;
-    sp_status st = sp_alloc(limits, (uint64_t)sw * (uint64_t)sh * 4, "a MIRAX piece",
-                            (void **)&src, err);
-    uint64_t vw = 0, vh = 0;
-    if (st == SP_OK) {
-        st = sp_jpeg_decode_area(jpeg, jpeg_len, NULL, 0, SP_JPEG_SPACE_AUTO, 1,
-                                 (uint64_t)(p->src_x + cx0), (uint64_t)(p->src_y + cy0),
-                                 (uint64_t)sw, (uint64_t)sh, 4, src, (size_t)sw * 4, &vw, &vh,
-                                 err);
-    }
-    if (st == SP_OK && (vw != (uint64_t)l->image_w || vh != (uint64_t)l->image_h)) {
-        st = sp_err_set(err, SP_E_CORRUPT,
-                        "a MIRAX image is %llux%llu where Slidedat.ini says %dx%d",
-                        (unsigned long long)vw, (unsigned long long)vh, l->image_w, l->image_h);
-    }
-    if (st != SP_OK) {
-        free(src);
-        return st;
-    }
+    const int64_t cx1 = p->src_x + p->w > l->image_w ? l->image_w - p->src_x : p->w;
+    const int64_t cy1 = p->src_y + p->h > l->image_h ? l->image_h - p->src_y : p->h;
+    const int64_t img_stride = (int64_t)l->image_w * 4;
+    const uint8_t *src = img + (int64_t)p->src_y * img_stride + (int64_t)p->src_x * 4;
     static const uint8_t clear[4] = {0, 0, 0, 0};
     const bool whole = p->frac_x == 0 && p->frac_y == 0;
+    if (whole) {
+        /* On whole pixels each destination pixel takes one source pixel; outside the piece the
+         * source is transparent and SATURATE leaves the destination as it is. */
+        for (int64_t Y = iy0; Y < iy1; Y++) {
+            int64_t sy = Y - p->dst_y;
+            if (sy < 0 || sy >= cy1) {
+                continue;
+            }
+            int64_t xa = ix0 > p->dst_x ? ix0 : p->dst_x;
+            int64_t xb = ix1 < p->dst_x + cx1 ? ix1 : p->dst_x + cx1;
+            const uint8_t *q = src + sy * img_stride + (xa - p->dst_x) * 4;
+            uint8_t *d = rgba + (uint64_t)(Y - y0) * stride + (uint64_t)(xa - x0) * 4;
+            for (int64_t X = xa; X < xb; X++, d += 4, q += 4) {
+                uint32_t dv;
+                memcpy(&dv, d, 4);
+                if (dv == 0) {
+                    memcpy(d, q, 4); /* a copy onto nothing: SATURATE's result, exactly */
+                } else if (d[3] == 255) {
+                    continue; /* SATURATE leaves an opaque pixel as it is */
+                } else if (!l->cut) {
+                    saturate_8(q, d);
+                } else {
+                    float sf[4];
+                    for (int c = 0; c < 4; c++) {
+                        sf[c] = unorm_to_float(q[c]);
+                    }
+                    saturate(sf, d);
+                }
+            }
+        }
+        return;
+    }
     for (int64_t Y = iy0; Y < iy1; Y++) {
         int64_t fy = Y * 65536 - place_y;
         int64_t y1 = fy >> 16;
@@ -508,39 +626,23 @@ static sp_status paint_piece(const mx_level *l, const mx_piece *p, const uint8_t
             const uint8_t *q[4];
             for (int k = 0; k < 4; k++) {
                 int64_t sx = x1 + (k & 1), sy = y1 + (k >> 1);
-                bool inside = sx >= cx0 && sx < cx1 && sy >= cy0 && sy < cy1;
-                q[k] = inside ? src + ((sy - cy0) * sw + (sx - cx0)) * 4 : clear;
-            }
-            if (whole && d[3] == 0 && d[0] == 0 && d[1] == 0 && d[2] == 0) {
-                memcpy(d, q[0], 4); /* a copy onto nothing: SATURATE's result, exactly */
-                continue;
-            }
-            if (whole && !l->cut) {
-                saturate_8(q[0], d);
-                continue;
+                bool inside = sx >= 0 && sx < cx1 && sy >= 0 && sy < cy1;
+                q[k] = inside ? src + sy * img_stride + sx * 4 : clear;
             }
             float s[4];
-            if (whole) {
-                for (int c = 0; c < 4; c++) {
-                    s[c] = unorm_to_float(q[0][c]);
-                }
-            } else {
-                const float dx = (float)(fx & 0xFFFF) * (1.f / 65536.f);
-                const float dxy = dx * dy, dxiy = dx * (1.f - dy), dixy = (1.f - dx) * dy;
-                const float dixiy = (1.f - dx) * (1.f - dy);
-                for (int c = 0; c < 4; c++) {
-                    float v = unorm_to_float(q[0][c]) * dixiy;
-                    v = v + unorm_to_float(q[1][c]) * dxiy;
-                    v = v + unorm_to_float(q[2][c]) * dixy;
-                    v = v + unorm_to_float(q[3][c]) * dxy;
-                    s[c] = v;
-                }
+            const float dx = (float)(fx & 0xFFFF) * (1.f / 65536.f);
+            const float dxy = dx * dy, dxiy = dx * (1.f - dy), dixy = (1.f - dx) * dy;
+            const float dixiy = (1.f - dx) * (1.f - dy);
+            for (int c = 0; c < 4; c++) {
+                float v = unorm_to_float(q[0][c]) * dixiy;
+                v = v + unorm_to_float(q[1][c]) * dxiy;
+                v = v + unorm_to_float(q[2][c]) * dixy;
+                v = v + unorm_to_float(q[3][c]) * dxy;
+                s[c] = v;
             }
             saturate(s, d);
         }
     }
-    free(src);
-    return SP_OK;
 }
 
 /* Premultiplied to straight alpha, as openslide-python converts OpenSlide's pixels (truncating:
@@ -562,7 +664,7 @@ static void unpremultiply(uint8_t *rgba, uint64_t stride, int64_t w, int64_t h) 
 
 static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col, int64_t row,
                                  uint8_t *rgba, uint64_t stride, sp_err *err) {
-    const mirax *m = s->priv;
+    mirax *m = s->priv;
     const mx_level *l = level->priv;
     const int64_t x0 = col * level->tile_width, y0 = row * level->tile_height;
     const int64_t x1 = x0 + level->tile_width, y1 = y0 + level->tile_height;
@@ -579,8 +681,9 @@ static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col
     r_lo = r_lo < 0 ? 0 : r_lo;
     c_hi = c_hi >= l->cols ? l->cols - 1 : c_hi;
     r_hi = r_hi >= l->rows ? l->rows - 1 : r_hi;
-    uint8_t *jpeg = NULL;
-    int32_t jpeg_record = -1;
+    uint8_t *img = NULL;
+    int img_slot = -1;
+    int32_t img_record = -1;
     bool blended = false;
     sp_status st = SP_OK;
     for (int64_t rr = r_hi; st == SP_OK && rr >= r_lo; rr--) {
@@ -598,21 +701,24 @@ static sp_status mirax_read_tile(sp_slide *s, const sp_level *level, int64_t col
             if (ix0 >= ix1 || iy0 >= iy1) {
                 continue;
             }
-            const sp_mirax_record *rec = &l->records[p->record];
-            if (p->record != jpeg_record) {
-                free(jpeg);
-                jpeg_record = -1;
-                if ((st = read_record(m, &s->limits, rec, &jpeg, err)) != SP_OK) {
+            if (p->record != img_record) {
+                if (img != NULL) {
+                    release_image(m, img, img_slot);
+                }
+                img = NULL;
+                img_record = -1;
+                if ((st = get_image(m, &s->limits, l, p->record, &img, &img_slot, err)) != SP_OK) {
                     break;
                 }
-                jpeg_record = p->record;
+                img_record = p->record;
             }
-            st = paint_piece(l, p, jpeg, rec->length, &s->limits, x0, y0, ix0, iy0, ix1, iy1, rgba,
-                             stride, err);
+            paint_piece(l, p, img, x0, y0, ix0, iy0, ix1, iy1, rgba, stride);
             blended = blended || p->frac_x != 0 || p->frac_y != 0;
         }
     }
-    free(jpeg);
+    if (img != NULL) {
+        release_image(m, img, img_slot);
+    }
     if (st != SP_OK) {
         for (int64_t r = 0; r < level->tile_height; r++) {
             memset(rgba + (uint64_t)r * stride, 0, (size_t)level->tile_width * 4);
@@ -646,6 +752,12 @@ static void mirax_destroy(sp_slide *s) {
     for (int i = 0; i < SP_MIRAX_MAX_LEVELS; i++) {
         free(m->levels[i].cells);
         free(m->levels[i].pieces);
+    }
+    for (int i = 0; i < IMAGE_CACHE_SLOTS; i++) {
+        free(m->images[i].rgba);
+    }
+    if (m->lock_made) {
+        pthread_mutex_destroy(&m->lock);
     }
     for (int i = 0; m->files != NULL && i < m->n_files; i++) {
         sp_source_close(m->files[i]);
@@ -717,6 +829,10 @@ static sp_status mirax_open(sp_slide *s, sp_probe *p, sp_err *err) {
     }
     s->priv = m;
     s->ops = &mirax_ops;
+    m->lock_made = pthread_mutex_init(&m->lock, NULL) == 0;
+    if (!m->lock_made) {
+        return sp_err_set(err, SP_E_NOMEM, "cannot create a lock for a MIRAX slide");
+    }
     size_t dir_len = strlen(p->path) - strlen(MRXS_EXT);
     char *dir = malloc(dir_len + 1);
     if (dir != NULL) {
