@@ -64,7 +64,7 @@ typedef struct mx_level {
 /* Decoded stored images, kept for the next tiles that need them: a tile meets several images
  * and an image several tiles, so without them each image would be decoded several times. */
 #define IMAGE_CACHE_SLOTS 64
-#define IMAGE_CACHE_BYTES ((size_t)96 << 20)
+#define IMAGE_CACHE_BYTES ((size_t)32 << 20)
 
 typedef struct mx_image {
     const struct mx_level *level; /* NULL: a free slot */
