@@ -21,6 +21,19 @@
 
 static char scratch[64];
 
+static const char *const SCRATCH_FILES[] = {"slide/Slidedat.ini", "slide/Index.dat",
+                                            "slide/Data0000.dat", "slide/Data0001.dat",
+                                            "slide.mrxs", "slide", ""};
+
+/* Remove the scratch folder when the fuzzer exits. */
+static void remove_scratch(void) {
+    for (size_t i = 0; i < sizeof SCRATCH_FILES / sizeof SCRATCH_FILES[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", scratch, SCRATCH_FILES[i]);
+        remove(path);
+    }
+}
+
 static void parse_directly(const char *ini_text, const uint8_t *index, size_t index_len,
                            const sp_limits *limits) {
     sp_err err = {0};
@@ -84,6 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (sp_path_make_dirs(dir, NULL) != SP_OK) {
             return 0;
         }
+        atexit(remove_scratch);
     }
     char mrxs[96];
     snprintf(mrxs, sizeof mrxs, "%s/slide.mrxs", scratch);
