@@ -52,13 +52,12 @@ void sp_slide_finish_levels(sp_slide *s) {
     }
     for (int32_t i = 0; i < s->n_levels; i++) {
         sp_level *l = &s->levels[i];
-        if (i > 0 && l->downsample > 0) {
-            continue; /* the format knows it (MIRAX: the concatenation factor, exactly) */
+        if (i == 0 || !(l->downsample > 0)) { /* kept when the format knows it (Philips) */
+            l->downsample = i == 0 ? 1.0
+                                   : ((double)s->levels[0].width / (double)l->width +
+                                      (double)s->levels[0].height / (double)l->height) /
+                                         2.0;
         }
-        l->downsample = i == 0 ? 1.0
-                               : ((double)s->levels[0].width / (double)l->width +
-                                  (double)s->levels[0].height / (double)l->height) /
-                                     2.0;
     }
     if (s->n_associated > 1) {
         qsort(s->associated, (size_t)s->n_associated, sizeof *s->associated, assoc_cmp);

@@ -103,8 +103,8 @@ sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t wid
 /* Set property `key` to the number v, written as the shortest text that reads back as v. */
 sp_status sp_slide_set_number(sp_slide *slide, const char *key, double v, sp_err *err);
 
-/* Sort levels by width, largest first, and set each downsample as OpenSlide does (a level
- * other than the first whose format set its downsample keeps it). */
+/* Sort levels by width, largest first, and set each downsample as OpenSlide does: from the
+ * level sizes, unless the format set it (a downsample the vendor's metadata gives). */
 void sp_slide_finish_levels(sp_slide *slide);
 
 #endif
