@@ -10,6 +10,7 @@ extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
 extern const sp_format sp_format_ome_zarr;
 extern const sp_format sp_format_generic_tiff;
+extern const sp_format sp_format_mirax;
 
 const sp_format *const sp_formats[] = {
     &sp_format_hamamatsu_ndpi,
@@ -21,5 +22,6 @@ const sp_format *const sp_formats[] = {
     &sp_format_dicom,
     &sp_format_ome_zarr,
     &sp_format_generic_tiff,
+    &sp_format_mirax,
     NULL,
 };
