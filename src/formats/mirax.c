@@ -769,8 +769,11 @@ static void mirax_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
-static const sp_slide_ops mirax_ops = {mirax_read_tile, mirax_read_associated, mirax_destroy,
-                                       NULL, NULL, NULL};
+static const sp_slide_ops mirax_ops = {
+    .read_tile = mirax_read_tile,
+    .read_associated = mirax_read_associated,
+    .destroy = mirax_destroy,
+};
 
 /* ---- open ------------------------------------------------------------------------------------ */
 
