@@ -357,11 +357,6 @@ static sp_status ndpi_read_tile(sp_slide *s, const sp_level *l, int64_t col, int
                                SP_PIXEL_RGBA8, rgba, (int64_t)stride, transparent, err);
 }
 
-static sp_status ndpi_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
-                                      uint64_t stride, sp_err *err) {
-    return sp_tiff_decode_image(s->container, a->priv, rgba, stride, err);
-}
-
 static void ndpi_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *tiles, size_t n) {
     const ndpi_stream *ns = ((const ndpi_level *)l->priv)->stream;
     sp_byte_range ranges[SP_PREFETCH_TILES];
@@ -394,7 +389,7 @@ static void ndpi_destroy(sp_slide *s) {
 
 static const sp_slide_ops ndpi_ops = {
     .read_tile = ndpi_read_tile,
-    .read_associated = ndpi_read_associated,
+    .read_associated = sp_tiff_slide_read_associated,
     .destroy = ndpi_destroy,
     .area_scales = ndpi_area_scales,
     .read_tile_area = ndpi_read_tile_area,

@@ -227,11 +227,6 @@ static sp_status leica_read_tile_area(sp_slide *s, const sp_level *l, int64_t co
     return st;
 }
 
-static sp_status leica_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
-                                       uint64_t stride, sp_err *err) {
-    return sp_tiff_slide_ops.read_associated(s, a, rgba, stride, err);
-}
-
 static void leica_destroy(sp_slide *s) {
     leica *le = s->priv;
     if (le != NULL) {
@@ -247,7 +242,7 @@ static void leica_destroy(sp_slide *s) {
 
 static const sp_slide_ops leica_ops = {
     .read_tile = leica_read_tile,
-    .read_associated = leica_read_associated,
+    .read_associated = sp_tiff_slide_read_associated,
     .destroy = leica_destroy,
     .area_scales = leica_area_scales,
     .read_tile_area = leica_read_tile_area,

@@ -12,8 +12,8 @@ static sp_status tiff_read_tile(sp_slide *s, const sp_level *l, int64_t col, int
     return sp_tiff_decode_chunk(s->container, d, index, rgba, stride, err);
 }
 
-static sp_status tiff_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
-                                      uint64_t stride, sp_err *err) {
+sp_status sp_tiff_slide_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
+                                        uint64_t stride, sp_err *err) {
     return sp_tiff_decode_image(s->container, a->priv, rgba, stride, err);
 }
 
@@ -57,7 +57,7 @@ static void tiff_prefetch(sp_slide *s, const sp_level *l, const sp_tile_pos *til
 
 const sp_slide_ops sp_tiff_slide_ops = {
     .read_tile = tiff_read_tile,
-    .read_associated = tiff_read_associated,
+    .read_associated = sp_tiff_slide_read_associated,
     .destroy = tiff_destroy,
     .area_scales = tiff_area_scales,
     .read_tile_area = tiff_read_tile_area,

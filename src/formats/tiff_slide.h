@@ -10,6 +10,11 @@
  * slide->container. */
 extern const sp_slide_ops sp_tiff_slide_ops;
 
+/* The TIFF ops' read_associated (an associated image stored as a TIFF directory), for vendor
+ * formats with ops of their own. */
+sp_status sp_tiff_slide_read_associated(sp_slide *slide, const sp_associated *image,
+                                        uint8_t *rgba, uint64_t stride, sp_err *err);
+
 /* Take over the probe's parsed TIFF and install sp_tiff_slide_ops. */
 void sp_tiff_slide_adopt(sp_slide *slide, sp_probe *probe);
 

@@ -348,11 +348,6 @@ static sp_status bif_read_tile_area(sp_slide *s, const sp_level *l, int64_t col,
                       dst, (uint64_t)stride, err);
 }
 
-static sp_status bif_read_associated(sp_slide *s, const sp_associated *a, uint8_t *rgba,
-                                     uint64_t stride, sp_err *err) {
-    return sp_tiff_slide_ops.read_associated(s, a, rgba, stride, err);
-}
-
 static void bif_destroy(sp_slide *s) {
     bif *b = s->priv;
     if (b != NULL) {
@@ -366,7 +361,7 @@ static void bif_destroy(sp_slide *s) {
 
 static const sp_slide_ops bif_ops = {
     .read_tile = bif_read_tile,
-    .read_associated = bif_read_associated,
+    .read_associated = sp_tiff_slide_read_associated,
     .destroy = bif_destroy,
     .area_scales = bif_area_scales,
     .read_tile_area = bif_read_tile_area,

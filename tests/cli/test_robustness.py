@@ -320,6 +320,18 @@ def _run_measured(sp, args, limit_s, tmp_path):
     return _outcome_problem(sp, done), int(rss_kib) / 1024
 
 
+def _bounded_problems(sp, runs, limit_s, bound_mib, tmp_path):
+    """Run each command measured; the problems: a bad outcome, a kill, a peak over bound_mib."""
+    problems = []
+    for args in runs:
+        problem, rss = _run_measured(sp, args, limit_s, tmp_path)
+        if problem:
+            problems.append(problem)
+        elif rss > bound_mib:
+            problems.append(f"`{args[0]}` peaked at {rss:.0f} MiB (bound {bound_mib} MiB)")
+    return problems
+
+
 def test_one_huge_jpeg_tile(sp, tmp_path):
     """A small file whose one 16000x16000 JPEG tile is larger than the tile cache: info, a region
     and a thumbnail each decode what they need of the tile once (the thumbnail at 1/8 scale), so
@@ -327,17 +339,12 @@ def test_one_huge_jpeg_tile(sp, tmp_path):
     the image. Times are not asserted (the hang detector is generous); memory is."""
     path = tmp_path / "one-huge-jpeg-tile.tif"
     _one_huge_jpeg_tile(path)
-    problems = []
-    for args in (
+    runs = (
         ["info", path],
         _region_args(path, tmp_path / "r.rgba"),
         ["thumbnail", path, "--max-size", 256, "-o", tmp_path / "t.png"],
-    ):
-        problem, rss = _run_measured(sp, args, TIMEOUT_S * 3, tmp_path)
-        if problem:
-            problems.append(problem)
-        elif rss > PEAK_RSS_BOUND_MIB:
-            problems.append(f"`{args[0]}` peaked at {rss:.0f} MiB (bound {PEAK_RSS_BOUND_MIB} MiB)")
+    )
+    problems = _bounded_problems(sp, runs, TIMEOUT_S * 3, PEAK_RSS_BOUND_MIB, tmp_path)
     assert not problems, f"{path.stat().st_size}-byte TIFF:\n  " + "\n  ".join(problems)
     thumb = imagecodecs.png_decode((tmp_path / "t.png").read_bytes())
     assert thumb.shape == (256, 256, 4), f"thumbnail of a square slide is {thumb.shape}"
@@ -355,16 +362,11 @@ def test_one_huge_jpeg_tile_streamed_once(sp, tmp_path):
     first 16x16 and padding elsewhere, so level 0's first chunk equals a region read of it."""
     path = tmp_path / "one-huge-jpeg-tile.tif"
     _one_huge_jpeg_tile(path)
-    problems = []
-    for args in (
+    runs = (
         ["convert", path, tmp_path / "c.zarr", "--threads", 2],
         ["process", path, tmp_path / "p.zarr", "--op", "sobel", "--threads", 2],
-    ):
-        problem, rss = _run_measured(sp, args, TIMEOUT_S * 6, tmp_path)
-        if problem:
-            problems.append(problem)
-        elif rss > STREAM_RSS_BOUND_MIB:
-            problems.append(f"`{args[0]}` peaked at {rss:.0f} MiB (bound {STREAM_RSS_BOUND_MIB} MiB)")
+    )
+    problems = _bounded_problems(sp, runs, TIMEOUT_S * 6, STREAM_RSS_BOUND_MIB, tmp_path)
     assert not problems, f"{path.stat().st_size}-byte TIFF:\n  " + "\n  ".join(problems)
     zarr = pytest.importorskip("zarr", reason="zarr-python reads the converted store")
     level0 = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")["0"]
