@@ -19,18 +19,14 @@ openslide = pytest.importorskip("openslide", reason="openslide-python + openslid
 tifffile = pytest.importorskip("tifffile", reason="tifffile writes the Leica file")
 imagecodecs = pytest.importorskip("imagecodecs", reason="imagecodecs encodes the JPEG tiles")
 
-import vendor_samples  # noqa: E402  (tests/data, beside this file)
+import vendor_checks  # noqa: E402  (tests/data, beside this file)
+import vendor_samples  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def leica(testdata, tmp_path_factory) -> Path:
-    if not (testdata / vendor_samples.H_AND_E).is_file():
-        pytest.skip(f"{vendor_samples.H_AND_E} (the H&E pixels) is not in the shared test data")
-    path = vendor_samples.write_leica(tmp_path_factory.mktemp("leica") / "slide.scn", testdata)
-    with openslide.OpenSlide(str(path)) as slide:
-        vendor = slide.properties.get("openslide.vendor")
-    assert vendor == "leica", f"OpenSlide 4 reads the generated file as {vendor!r}, not leica"
-    return path
+    return vendor_checks.generated_slide(testdata, tmp_path_factory, vendor_samples.write_leica,
+                                         "slide.scn", "leica")
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +60,7 @@ def test_properties_equal_openslides(leica, oracle, info):
     want = {k: v for k, v in oracle.properties.items() if not k.startswith("openslide.")}
     got = {k: v for k, v in info(leica)["properties"].items() if not k.startswith("slidepipe.")}
     assert "leica.barcode" in want and "tiff.ImageDescription" not in got
-    missing = sorted(set(want) - set(got))
-    extra = sorted(set(got) - set(want))
-    differ = sorted(k for k in set(want) & set(got) if want[k] != got[k] and not (
-        k in NUMBERS and float(want[k]) == float(got[k])))
-    assert not (missing or extra or differ), f"missing {missing}, extra {extra}, differing {differ}"
+    vendor_checks.assert_same_properties(want, got, NUMBERS)
 
 
 def _regions(oracle):
@@ -108,20 +100,13 @@ def test_macro_equals_openslides(leica, oracle, run, assert_same_pixels):
     assert_same_pixels(got, want, "associated macro")
 
 
-def _one_line_error(proc, path: Path, words: str):
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
-    assert str(path) in lines[0] and words in lines[0], lines[0]
-
-
 def test_dissimilar_main_images_fail_cleanly(testdata, tmp_path, run):
     """Two main images with different objectives cannot make one pyramid (OpenSlide refuses the
     file too)."""
     path = vendor_samples.write_leica(tmp_path / "dissimilar.scn", testdata, dissimilar=True)
     with pytest.raises(openslide.OpenSlideError):
         openslide.OpenSlide(str(path))
-    _one_line_error(run(["info", path]), path, "differ")
+    vendor_checks.assert_one_line_error(run(["info", path]), path, "differ")
 
 
 def test_spoiled_tile_fails_cleanly(leica, tmp_path, run):
@@ -138,28 +123,11 @@ def test_spoiled_tile_fails_cleanly(leica, tmp_path, run):
     x, y = vendor_samples.LEICA_REGIONS[0][:2]
     proc = run(["region", path, "--level", "0", "--x", x, "--y", y, "--width", "64",
                 "--height", "64", "-o", tmp_path / "r.rgba"])
-    _one_line_error(proc, path, "")
+    vendor_checks.assert_one_line_error(proc, path, "")
 
 
 def test_truncated_file_fails_cleanly(leica, tmp_path, run, info):
-    """The file cut in the middle of level 0's tile data: opening fails when a directory lies
-    past the cut, else reading the whole of level 0 (whose later tiles are gone) does; either
-    way exit 1 and one line naming the file and what lies beyond the end."""
-    path = tmp_path / ("truncated" + leica.suffix)
-    data = leica.read_bytes()
-    with tifffile.TiffFile(leica) as tif:
-        level0 = max((p for p in tif.pages if p.is_tiled), key=lambda p: p.imagewidth)
-        offsets = sorted(o for o in level0.dataoffsets if o)
-    path.write_bytes(data[: offsets[len(offsets) // 2] + 10])
-    proc = run(["info", path])
-    if proc.returncode == 0:
-        lv = info(path)["levels"][0]
-        proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width",
-                    lv["width"], "--height", lv["height"], "-o", tmp_path / "r.rgba"])
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
-    assert str(path) in lines[0] and "beyond the end" in lines[0], lines[0]
+    vendor_checks.assert_truncated_fails_cleanly(leica, tmp_path, run, info)
 
 
 def test_first_namespace_equals_openslide(testdata, tmp_path, info, read_region, assert_same_pixels):

@@ -18,18 +18,14 @@ openslide = pytest.importorskip("openslide", reason="openslide-python + openslid
 tifffile = pytest.importorskip("tifffile", reason="tifffile writes the Philips file")
 imagecodecs = pytest.importorskip("imagecodecs", reason="imagecodecs encodes the JPEG tiles")
 
-import vendor_samples  # noqa: E402  (tests/data, beside this file)
+import vendor_checks  # noqa: E402  (tests/data, beside this file)
+import vendor_samples  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def philips(testdata, tmp_path_factory) -> Path:
-    if not (testdata / vendor_samples.H_AND_E).is_file():
-        pytest.skip(f"{vendor_samples.H_AND_E} (the H&E pixels) is not in the shared test data")
-    path = vendor_samples.write_philips(tmp_path_factory.mktemp("philips") / "slide.tiff", testdata)
-    with openslide.OpenSlide(str(path)) as slide:
-        vendor = slide.properties.get("openslide.vendor")
-    assert vendor == "philips", f"OpenSlide 4 reads the generated file as {vendor!r}, not philips"
-    return path
+    return vendor_checks.generated_slide(testdata, tmp_path_factory, vendor_samples.write_philips,
+                                         "slide.tiff", "philips")
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +67,7 @@ def test_properties_equal_openslides(philips, oracle, info):
     got = {k: v for k, v in info(philips)["properties"].items() if not k.startswith("slidepipe.")}
     assert len(want) > 20, f"OpenSlide reports only {len(want)} properties"
     assert "tiff.ImageDescription" not in got, "the XML is kept out of the properties"
-    missing = sorted(set(want) - set(got))
-    extra = sorted(set(got) - set(want))
-    differ = sorted(k for k in set(want) & set(got) if want[k] != got[k] and not (
-        k in NUMBERS and float(want[k]) == float(got[k])))
-    assert not (missing or extra or differ), f"missing {missing}, extra {extra}, differing {differ}"
+    vendor_checks.assert_same_properties(want, got, NUMBERS)
 
 
 def _regions(oracle):
@@ -116,20 +108,13 @@ def test_associated_equal_openslides(philips, oracle, run, assert_same_pixels):
         assert_same_pixels(got, want, f"associated {name}")
 
 
-def _one_line_error(proc, path: Path, words: str):
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
-    assert str(path) in lines[0] and words in lines[0], lines[0]
-
-
 def test_xml_without_a_levels_spacing_fails_cleanly(testdata, tmp_path, run):
     """A level the XML gives no pixel spacing for: the levels cannot be sized (OpenSlide refuses
     the file too)."""
     path = vendor_samples.write_philips(tmp_path / "no-spacing.tiff", testdata, drop_spacing=1)
     with pytest.raises(openslide.OpenSlideError):
         openslide.OpenSlide(str(path))
-    _one_line_error(run(["info", path]), path, "pixel spacings")
+    vendor_checks.assert_one_line_error(run(["info", path]), path, "pixel spacings")
 
 
 def test_spoiled_tile_fails_cleanly(philips, tmp_path, run):
@@ -146,25 +131,8 @@ def test_spoiled_tile_fails_cleanly(philips, tmp_path, run):
     path.write_bytes(bytes(spoiled))
     proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width", "64",
                 "--height", "64", "-o", tmp_path / "r.rgba"])
-    _one_line_error(proc, path, "")
+    vendor_checks.assert_one_line_error(proc, path, "")
 
 
 def test_truncated_file_fails_cleanly(philips, tmp_path, run, info):
-    """The file cut in the middle of level 0's tile data: opening fails when a directory lies
-    past the cut, else reading the whole of level 0 (whose later tiles are gone) does; either
-    way exit 1 and one line naming the file and what lies beyond the end."""
-    path = tmp_path / ("truncated" + philips.suffix)
-    data = philips.read_bytes()
-    with tifffile.TiffFile(philips) as tif:
-        level0 = max((p for p in tif.pages if p.is_tiled), key=lambda p: p.imagewidth)
-        offsets = sorted(o for o in level0.dataoffsets if o)
-    path.write_bytes(data[: offsets[len(offsets) // 2] + 10])
-    proc = run(["info", path])
-    if proc.returncode == 0:
-        lv = info(path)["levels"][0]
-        proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width",
-                    lv["width"], "--height", lv["height"], "-o", tmp_path / "r.rgba"])
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
-    assert str(path) in lines[0] and "beyond the end" in lines[0], lines[0]
+    vendor_checks.assert_truncated_fails_cleanly(philips, tmp_path, run, info)

@@ -20,18 +20,14 @@ openslide = pytest.importorskip("openslide", reason="openslide-python + openslid
 tifffile = pytest.importorskip("tifffile", reason="tifffile writes the BIF file")
 imagecodecs = pytest.importorskip("imagecodecs", reason="imagecodecs encodes the JPEG tiles")
 
-import vendor_samples  # noqa: E402  (tests/data, beside this file)
+import vendor_checks  # noqa: E402  (tests/data, beside this file)
+import vendor_samples  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def bif(testdata, tmp_path_factory) -> Path:
-    if not (testdata / vendor_samples.H_AND_E).is_file():
-        pytest.skip(f"{vendor_samples.H_AND_E} (the H&E pixels) is not in the shared test data")
-    path = vendor_samples.write_bif(tmp_path_factory.mktemp("bif") / "slide.bif", testdata)
-    with openslide.OpenSlide(str(path)) as slide:
-        vendor = slide.properties.get("openslide.vendor")
-    assert vendor == "ventana", f"OpenSlide 4 reads the generated file as {vendor!r}, not ventana"
-    return path
+    return vendor_checks.generated_slide(testdata, tmp_path_factory, vendor_samples.write_bif,
+                                         "slide.bif", "ventana")
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +57,7 @@ def test_properties_equal_openslides(bif, oracle, info):
     want = {k: v for k, v in oracle.properties.items() if not k.startswith("openslide.")}
     got = {k: v for k, v in info(bif)["properties"].items() if not k.startswith("slidepipe.")}
     assert "ventana.ScanRes" in want and "ventana.SlideAnnotation" not in want
-    missing = sorted(set(want) - set(got))
-    extra = sorted(set(got) - set(want))
-    differ = sorted(k for k in set(want) & set(got) if want[k] != got[k])
-    assert not (missing or extra or differ), f"missing {missing}, extra {extra}, differing {differ}"
+    vendor_checks.assert_same_properties(want, got)
 
 
 def test_whole_levels_equal_openslides(bif, oracle, read_region, assert_same_pixels):
@@ -115,10 +108,7 @@ def test_unknown_joint_direction_fails_cleanly(testdata, tmp_path, run):
     with pytest.raises(openslide.OpenSlideError):
         openslide.OpenSlide(str(path))
     proc = run(["info", path])
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
-    assert str(path) in lines[0] and "Direction" in lines[0], lines[0]
+    vendor_checks.assert_one_line_error(proc, path, "Direction")
 
 
 def test_zeroed_frames_fail_cleanly(bif, tmp_path, run):
@@ -136,31 +126,11 @@ def test_zeroed_frames_fail_cleanly(bif, tmp_path, run):
     x, y = vendor_samples.BIF_AREAS[0][4:6]
     proc = run(["region", path, "--level", "0", "--x", x, "--y", y, "--width", "64",
                 "--height", "64", "-o", tmp_path / "r.rgba"])
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
-    assert str(path) in lines[0], lines[0]
+    vendor_checks.assert_one_line_error(proc, path)
 
 
 def test_truncated_file_fails_cleanly(bif, tmp_path, run, info):
-    """The file cut in the middle of level 0's tile data: opening fails when a directory lies
-    past the cut, else reading the whole of level 0 (whose later tiles are gone) does; either
-    way exit 1 and one line naming the file and what lies beyond the end."""
-    path = tmp_path / ("truncated" + bif.suffix)
-    data = bif.read_bytes()
-    with tifffile.TiffFile(bif) as tif:
-        level0 = max((p for p in tif.pages if p.is_tiled), key=lambda p: p.imagewidth)
-        offsets = sorted(o for o in level0.dataoffsets if o)
-    path.write_bytes(data[: offsets[len(offsets) // 2] + 10])
-    proc = run(["info", path])
-    if proc.returncode == 0:
-        lv = info(path)["levels"][0]
-        proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width",
-                    lv["width"], "--height", lv["height"], "-o", tmp_path / "r.rgba"])
-    assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("slidepipe: "), proc.stderr
-    assert str(path) in lines[0] and "beyond the end" in lines[0], lines[0]
+    vendor_checks.assert_truncated_fails_cleanly(bif, tmp_path, run, info)
 
 
 @pytest.mark.parametrize("variant", ["metadata_root", "plain_tiff"])
