@@ -5,7 +5,8 @@
  * written out independently here; sobel, od and grey must match to float32 rounding, gaussian
  * within 1e-3. The engine runs a synthetic slide (sp_synth_write) through every op, tile-wise
  * with chunk sizes that put tile corners and the level's edges in awkward places, several
- * thread and in-flight counts, and globally: every result must equal the global one bit for bit.
+ * thread and in-flight counts, in row mode (bands of whole tile rows: halos wider than the level
+ * included), and globally: every result must equal the global one bit for bit.
  * Op specs are parsed strictly. Float results narrowed to uint8 round half up and clip, NaN and
  * infinities included. (scipy itself is the oracle in tests/cli/test_process.py.)
  */
@@ -234,8 +235,10 @@ static sp_status to_memory(void *ctx, int64_t row, int64_t col, const void *chun
     return SP_OK;
 }
 
+enum { TILES, GLOBAL, ROWS }; /* the engine's modes */
+
 static uint8_t *engine_result(sp_slide *s, int32_t level, const sp_op *op, double sigma,
-                              int64_t chunk, int threads, int in_flight, bool global) {
+                              int64_t chunk, int threads, int in_flight, int mode) {
     mem_sink m = {.op = op, .chunk = chunk, .elem = op->output == SP_ZARR_F32 ? 4 : 1};
     sp_slide_level_dimensions(s, level, &m.width, &m.height);
     m.img = calloc((size_t)(op->channels * m.width * m.height), m.elem);
@@ -246,7 +249,8 @@ static uint8_t *engine_result(sp_slide *s, int32_t level, const sp_op *op, doubl
                          .chunk = chunk,
                          .threads = threads,
                          .in_flight = in_flight,
-                         .global = global,
+                         .global = mode == GLOBAL,
+                         .rows = mode == ROWS,
                          .sink = to_memory,
                          .sink_ctx = &m};
     sp_engine_stats stats;
@@ -259,7 +263,7 @@ static uint8_t *engine_result(sp_slide *s, int32_t level, const sp_op *op, doubl
     int64_t tiles = ((m.width + chunk - 1) / chunk) * ((m.height + chunk - 1) / chunk);
     CHECK_EQ_INT(m.calls, tiles);
     CHECK_EQ_INT(stats.tiles, tiles);
-    if (!global) {
+    if (mode == TILES) {
         int limit = in_flight > 0 ? in_flight : 2 * threads;
         CHECK(stats.max_in_flight >= 1 && stats.max_in_flight <= limit);
     }
@@ -294,18 +298,23 @@ static void test_engine_tiled_equals_global(void) {
             continue;
         }
         size_t bytes = (size_t)(op->channels * w * h) * (op->output == SP_ZARR_F32 ? 4 : 1);
-        uint8_t *ref = engine_result(s, cases[i].level, op, cases[i].sigma, 128, 2, 0, true);
+        uint8_t *ref = engine_result(s, cases[i].level, op, cases[i].sigma, 128, 2, 0, GLOBAL);
         for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
             int threads = 1 + (int)(k % 3), in_flight = (int)k; /* 0 = the default */
-            uint8_t *t = engine_result(s, cases[i].level, op, cases[i].sigma, chunks[k], threads,
-                                       in_flight, false);
-            bool same = memcmp(t, ref, bytes) == 0;
-            if (!same) {
-                fprintf(stderr, "%s sigma %g level %d chunk %lld: tiled != global\n", op->name,
-                        cases[i].sigma, (int)cases[i].level, (long long)chunks[k]);
+            static const int modes[] = {TILES, ROWS};
+            for (int j = 0; j < 2; j++) {
+                int mode = modes[j];
+                uint8_t *t = engine_result(s, cases[i].level, op, cases[i].sigma, chunks[k],
+                                           threads, in_flight, mode);
+                bool same = memcmp(t, ref, bytes) == 0;
+                if (!same) {
+                    fprintf(stderr, "%s sigma %g level %d chunk %lld: %s != global\n", op->name,
+                            cases[i].sigma, (int)cases[i].level, (long long)chunks[k],
+                            mode == ROWS ? "rows" : "tiled");
+                }
+                CHECK(same);
+                free(t);
             }
-            CHECK(same);
-            free(t);
         }
         free(ref);
     }
