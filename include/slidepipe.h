@@ -390,7 +390,8 @@ SP_API sp_status sp_op_check(const char *op_spec, char *err, size_t err_len);
  * writes them. The input is the level as RGB8 (alpha composited over the background colour);
  * outside the level, neighbourhood ops see the level reflected (scipy.ndimage mode 'reflect').
  * The result does not depend on the mode, chunk reading order or thread count.
- * `progress` (may be NULL) is called from the calling thread with chunks done of the total.
+ * `progress` (may be NULL) is called one call at a time, from the calling thread or a worker,
+ * with chunks done of the total.
  * On success `dataset_hash` (65 bytes, may be NULL) receives the manifest's hash; on failure a
  * message goes to `err`. macenko (3 channels, uint8) first estimates the slide's stains
  * (sp_stains_estimate) and fails before writing anything when it cannot. */
@@ -568,8 +569,8 @@ SP_API double sp_spectrum_stats_std(const sp_spectrum_stats *stats);
  * through the tile engine in chunks of about 1024 columns on a pool of threads that reads up to
  * B rows of chunks ahead of the transforms (docs/spectrum.md). Only the full patches are used (a
  * W x H level gives floor(W/P) x floor(H/P) patches). The result does not depend on the thread
- * count or the block. `progress` (may be NULL) is called from the calling thread with the chunks
- * done and their total. Fails with SP_E_INVALID_ARG for a level out of range or one smaller than
+ * count or the block. `progress` (may be NULL) is called one call at a time, from the calling
+ * thread or a worker, with the chunks done and their total. Fails with SP_E_INVALID_ARG for a level out of range or one smaller than
  * a patch, or with the slide's read error; a message goes to `err`. */
 SP_API sp_status sp_spectrum_compute(sp_slide *slide, const sp_spectrum_options *options,
                                      sp_progress_fn progress, void *progress_user,
