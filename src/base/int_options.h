@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "base/err.h"
 
@@ -32,5 +33,26 @@ bool sp_int_option_ok(const sp_int_option *table, int n, int option, int64_t val
  * one of the n. */
 bool sp_int_option_range(const sp_int_option *table, int n, int option, int64_t *def, int64_t *lo,
                          int64_t *hi);
+
+/* The four public calls of an options object whose struct holds just the array of `count`
+ * values described by `table` (sp_<name>_options_create, _destroy, _set, sp_<name>_option_range),
+ * written once here for convert, process and spectrum. */
+#define SP_INT_OPTIONS_API(name, table, count)                                                     \
+    sp_status sp_##name##_options_create(sp_##name##_options **out) {                              \
+        if (out == NULL) {                                                                         \
+            return SP_E_INVALID_ARG;                                                               \
+        }                                                                                          \
+        *out = (sp_##name##_options *)sp_int_options_new(table, count);                           \
+        return *out != NULL ? SP_OK : SP_E_NOMEM;                                                  \
+    }                                                                                              \
+    sp_status sp_##name##_option_range(sp_##name##_option option, int64_t *def, int64_t *lo,       \
+                                       int64_t *hi) {                                              \
+        return sp_int_option_range(table, count, option, def, lo, hi) ? SP_OK : SP_E_INVALID_ARG; \
+    }                                                                                              \
+    void sp_##name##_options_destroy(sp_##name##_options *options) { free(options); }              \
+    sp_status sp_##name##_options_set(sp_##name##_options *options, sp_##name##_option option,     \
+                                      int64_t value) {                                             \
+        return sp_int_options_set(table, count, options ? options->value : NULL, option, value);   \
+    }
 
 #endif

@@ -79,31 +79,7 @@ static const sp_int_option CONVERT_OPTIONS[] = {
 #define CONVERT_OPTION_COUNT ((int)(sizeof CONVERT_OPTIONS / sizeof CONVERT_OPTIONS[0]))
 _Static_assert(CONVERT_OPTION_COUNT == SP_CONVERT_RESUME + 1, "one entry per option");
 
-sp_status sp_convert_options_create(sp_convert_options **out) {
-    if (out == NULL) {
-        return SP_E_INVALID_ARG;
-    }
-    /* the struct is just that array */
-    *out = (sp_convert_options *)sp_int_options_new(CONVERT_OPTIONS, CONVERT_OPTION_COUNT);
-    return *out != NULL ? SP_OK : SP_E_NOMEM;
-}
-
-sp_status sp_convert_option_range(sp_convert_option option, int64_t *def, int64_t *lo,
-                                  int64_t *hi) {
-    return sp_int_option_range(CONVERT_OPTIONS, CONVERT_OPTION_COUNT, option, def, lo, hi)
-               ? SP_OK
-               : SP_E_INVALID_ARG;
-}
-
-void sp_convert_options_destroy(sp_convert_options *options) {
-    free(options);
-}
-
-sp_status sp_convert_options_set(sp_convert_options *options, sp_convert_option option,
-                                 int64_t value) {
-    return sp_int_options_set(CONVERT_OPTIONS, CONVERT_OPTION_COUNT,
-                              options ? options->value : NULL, option, value);
-}
+SP_INT_OPTIONS_API(convert, CONVERT_OPTIONS, CONVERT_OPTION_COUNT)
 
 /* Checks that involve more than one option, and the codec level's range, which depends on the
  * codec. */

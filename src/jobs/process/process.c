@@ -58,31 +58,7 @@ static const sp_int_option PROCESS_OPTIONS[] = {
 #define PROCESS_OPTION_COUNT ((int)(sizeof PROCESS_OPTIONS / sizeof PROCESS_OPTIONS[0]))
 _Static_assert(PROCESS_OPTION_COUNT == SP_PROCESS_DTYPE + 1, "one entry per option");
 
-sp_status sp_process_options_create(sp_process_options **out) {
-    if (out == NULL) {
-        return SP_E_INVALID_ARG;
-    }
-    /* the struct is just that array */
-    *out = (sp_process_options *)sp_int_options_new(PROCESS_OPTIONS, PROCESS_OPTION_COUNT);
-    return *out != NULL ? SP_OK : SP_E_NOMEM;
-}
-
-sp_status sp_process_option_range(sp_process_option option, int64_t *def, int64_t *lo,
-                                  int64_t *hi) {
-    return sp_int_option_range(PROCESS_OPTIONS, PROCESS_OPTION_COUNT, option, def, lo, hi)
-               ? SP_OK
-               : SP_E_INVALID_ARG;
-}
-
-void sp_process_options_destroy(sp_process_options *options) {
-    free(options);
-}
-
-sp_status sp_process_options_set(sp_process_options *options, sp_process_option option,
-                                 int64_t value) {
-    return sp_int_options_set(PROCESS_OPTIONS, PROCESS_OPTION_COUNT,
-                              options ? options->value : NULL, option, value);
-}
+SP_INT_OPTIONS_API(process, PROCESS_OPTIONS, PROCESS_OPTION_COUNT)
 
 sp_status sp_op_check(const char *op_spec, char *errbuf, size_t err_len) {
     sp_err err = {0};
