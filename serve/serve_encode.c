@@ -1,7 +1,7 @@
 /* serve_encode.c — the image encoders of `slidepipe serve`: pixels in memory to a JPEG
  * (libjpeg-turbo, quality 90, 4:2:0 like most slide scanners), a PNG (libpng, fast
  * compression: tiles are served once and cached by the browser) or a WebP (libwebp, lossy at
- * quality 90, or lossless with alpha for RGBA). The libraries are those the project links. */
+ * quality 90, keeping alpha). The libraries are those the project links. */
 #include <png.h>
 #include <setjmp.h>
 #include <stddef.h>
@@ -159,7 +159,7 @@ static bool encode_webp(const uint8_t *px, int64_t w, int64_t h, int64_t stride,
         px = tmp, stride = w * 3, channels = 3;
     }
     uint8_t *mem = NULL;
-    size_t n = channels == 4 ? WebPEncodeLosslessRGBA(px, (int)w, (int)h, (int)stride, &mem)
+    size_t n = channels == 4 ? WebPEncodeRGBA(px, (int)w, (int)h, (int)stride, 90.0f, &mem)
                              : WebPEncodeRGB(px, (int)w, (int)h, (int)stride, 90.0f, &mem);
     free(tmp);
     if (n == 0) {
