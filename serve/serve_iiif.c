@@ -105,6 +105,9 @@ static int parse_region(const char *region, int64_t W, int64_t H, serve_render *
         if (v[2] <= 0 || v[3] <= 0) {
             return fail(msg, len, 400, "region '%s' has a zero width or height", region);
         }
+        for (int i = 0; i < 4; i++) { /* beyond 100 % is outside or cropped anyway */
+            v[i] = v[i] > 1000.0 ? 1000.0 : v[i];
+        }
         x = (int64_t)floor(v[0] / 100.0 * (double)W);
         y = (int64_t)floor(v[1] / 100.0 * (double)H);
         w = (int64_t)ceil((v[0] + v[2]) / 100.0 * (double)W) - x;
@@ -150,8 +153,8 @@ static int64_t height_for_width(const serve_render *r, int64_t ow, const int64_t
             return (r->h + scales[i] - 1) / scales[i];
         }
     }
-    int64_t oh = (int64_t)llround((double)r->h * (double)ow / (double)r->w);
-    return oh < 1 ? 1 : oh;
+    double oh = fmin((double)r->h * (double)ow / (double)r->w, 1e15); /* no overflow */
+    return oh < 1 ? 1 : (int64_t)llround(oh);
 }
 
 static int64_t width_for_height(const serve_render *r, int64_t oh, const int64_t *scales, int ns) {
@@ -160,8 +163,8 @@ static int64_t width_for_height(const serve_render *r, int64_t oh, const int64_t
             return (r->w + scales[i] - 1) / scales[i];
         }
     }
-    int64_t ow = (int64_t)llround((double)r->w * (double)oh / (double)r->h);
-    return ow < 1 ? 1 : ow;
+    double ow = fmin((double)r->w * (double)oh / (double)r->h, 1e15);
+    return ow < 1 ? 1 : (int64_t)llround(ow);
 }
 
 static int parse_size(const char *size, serve_render *r, int64_t max_side, int64_t max_area,
@@ -190,6 +193,7 @@ static int parse_size(const char *size, serve_render *r, int64_t max_side, int64
         if (!parse_float(s + 4, strlen(s + 4), &p) || p <= 0) {
             return fail(msg, len, 400, "size '%s': pct:n needs a positive number", size);
         }
+        p = p > 1e6 ? 1e6 : p; /* far above any limit, and no overflow below */
         ow = (int64_t)llround((double)r->w * p / 100.0);
         oh = (int64_t)llround((double)r->h * p / 100.0);
         if (ow < 1 || oh < 1) {

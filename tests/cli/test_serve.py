@@ -71,7 +71,7 @@ def server(slidepipe_bin, files):
                "--max-connections", "128")
     yield s
     err = s.stop()
-    assert "AddressSanitizer" not in err and "runtime error:" not in err, err
+    assert not any(m in err for m in ("AddressSanitizer", "LeakSanitizer", "runtime error:")), err
 
 
 def png(body: bytes) -> np.ndarray:
