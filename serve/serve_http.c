@@ -512,6 +512,12 @@ int serve_run(serve_state *st) {
     printf("serving %d slide%s on http://%s%s%s:%d/\n", st->n_slides, st->n_slides == 1 ? "" : "s",
            v6 ? "[" : "", st->cfg.bind, v6 ? "]" : "", st->cfg.port);
     fflush(stdout);
+    bool loopback = (!v6 && (ntohl(a4.sin_addr.s_addr) >> 24) == 127) ||
+                    (v6 && IN6_IS_ADDR_LOOPBACK(&a6.sin6_addr));
+    if (!loopback && st->cfg.token == NULL) {
+        fprintf(stderr, "slidepipe: warning: serving on %s without --token: anyone who can reach "
+                        "this address can read these slides\n", st->cfg.bind);
+    }
     int sig = 0;
     sigwait(&stop, &sig);
     MHD_stop_daemon(d);

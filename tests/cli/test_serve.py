@@ -440,3 +440,42 @@ def test_command_line_errors(run, files, testdata):
     assert proc.returncode == 2 and "token" in proc.stderr
     proc = run(["serve"])
     assert proc.returncode == 2
+
+
+def test_remote_slide_and_store(slidepipe_bin, files, read_region, tmp_path):
+    """A slide and an OME-Zarr store over HTTP (nginx on loopback) serve the same tiles as the
+    local file."""
+    import shutil as _shutil
+
+    from loopback import start_nginx
+
+    if not (_shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
+        why = "nginx is not installed (scripts/bootstrap installs nginx-light)"
+        print(why)
+        pytest.skip(why)
+    root = tmp_path / "www"
+    root.mkdir()
+    os.symlink(files["svs"], root / "remote.svs")
+    zarr = root / "synth.zarr"
+    subprocess.run([str(slidepipe_bin), "convert", str(files["synth"]), str(zarr)], check=True,
+                   capture_output=True)
+    work = tmp_path / "nginx"
+    work.mkdir()
+    proc, port = start_nginx(str(root), str(work))
+    s = None
+    try:
+        s = Server(slidepipe_bin, [f"http://127.0.0.1:{port}/remote.svs",
+                                   f"http://127.0.0.1:{port}/synth.zarr"])
+        ids = [x["id"] for x in json.loads(s.get("/slides.json")[2])["slides"]]
+        assert ids == ["remote", "synth"]
+        st, _, body = s.get("/iiif/remote/256,512,256,256/max/0/default.png")
+        assert st == 200, body
+        assert np.array_equal(png(body), read_region(files["svs"], 0, 256, 512, 256, 256))
+        st, _, body = s.get("/dzi/synth_files/11/2_3.png")
+        assert st == 200, body
+        assert np.array_equal(png(body), read_region(files["synth"], 0, 512, 768, 256, 256))
+    finally:
+        if s is not None:
+            s.stop()
+        proc.terminate()
+        proc.wait()
