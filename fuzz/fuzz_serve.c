@@ -50,8 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n >= 4) {
         int64_t scales[48];
         int ns = serve_scale_factors(w, h, SERVE_DZI_TILE, scales, 48);
-        int st = serve_iiif_parse(seg[0], seg[1], seg[2], seg[3], w, h, MAX_SIDE, MAX_AREA,
-                                  scales, ns, &r, msg, sizeof msg);
+        int st = serve_iiif_parse(seg[0], seg[1], seg[2], seg[3], w, h, MAX_SIDE, MAX_AREA, scales,
+                                  ns, &r, msg, sizeof msg);
         if (st == 0) {
             check(&r, w, h);
         } else if ((st != 400 && st != 501) || msg[0] == '\0') {

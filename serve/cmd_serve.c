@@ -196,7 +196,7 @@ int cmd_serve(int argc, char **argv) {
         static const struct {
             int opt;
             int64_t lo, hi;
-        } ranges[] = {{'p', 0, 65535}, {'j', 1, 256},  {'c', 1, 100000},
+        } ranges[] = {{'p', 0, 65535},  {'j', 1, 256},  {'c', 1, 100000},
                       {'C', 1, 100000}, {'T', 1, 3600}, {'m', 64, 65536}};
         for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
             if (ranges[i].opt != c) {
@@ -219,10 +219,10 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     st.cfg.max_area = st.cfg.max_side * st.cfg.max_side;
-    if (st.cfg.token != NULL && (strlen(st.cfg.token) < 8 || strlen(st.cfg.token) > 256 ||
-                                 strspn(st.cfg.token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
-                                                      "qrstuvwxyz0123456789-_.~") !=
-                                     strlen(st.cfg.token))) {
+    if (st.cfg.token != NULL &&
+        (strlen(st.cfg.token) < 8 || strlen(st.cfg.token) > 256 ||
+         strspn(st.cfg.token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+                              "qrstuvwxyz0123456789-_.~") != strlen(st.cfg.token))) {
         return cli_usage_error(USAGE, "the token must be 8..256 letters, digits or -_.~");
     }
     if (optind >= argc) {

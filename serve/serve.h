@@ -14,8 +14,8 @@
 
 /* One slide or store given on the command line. */
 typedef struct serve_slide {
-    char *path;  /* as given; never derived from a URL */
-    char *id;    /* [A-Za-z0-9_-]+, unique within the server */
+    char *path; /* as given; never derived from a URL */
+    char *id;   /* [A-Za-z0-9_-]+, unique within the server */
     sp_slide *slide;
     int64_t width, height; /* level 0 */
     double mpp;            /* microns per level-0 pixel, 0 when unknown */
@@ -39,16 +39,16 @@ typedef struct serve_annotations {
 } serve_annotations;
 
 typedef struct serve_config {
-    const char *bind;       /* address to listen on; "127.0.0.1" unless told */
-    int port;               /* 0 = any free port (printed on stdout) */
-    int threads;            /* worker threads answering requests */
-    int max_connections;    /* open connections at once */
-    int max_per_client;     /* open connections from one address */
-    int timeout_s;          /* idle connection timeout */
-    int64_t max_side;       /* largest output width or height */
-    int64_t max_area;       /* largest output width x height */
-    const char *token;      /* when set, required on every request */
-    const char *leaflet_dir;/* where Debian's libjs-leaflet lives */
+    const char *bind;        /* address to listen on; "127.0.0.1" unless told */
+    int port;                /* 0 = any free port (printed on stdout) */
+    int threads;             /* worker threads answering requests */
+    int max_connections;     /* open connections at once */
+    int max_per_client;      /* open connections from one address */
+    int timeout_s;           /* idle connection timeout */
+    int64_t max_side;        /* largest output width or height */
+    int64_t max_area;        /* largest output width x height */
+    const char *token;       /* when set, required on every request */
+    const char *leaflet_dir; /* where Debian's libjs-leaflet lives */
 } serve_config;
 
 typedef struct serve_state {
@@ -66,10 +66,10 @@ typedef enum { SERVE_COLOR, SERVE_GRAY, SERVE_BITONAL } serve_quality;
 
 /* One rendered image: a level-0 region scaled to out_w x out_h, then turned and coloured. */
 typedef struct serve_render {
-    int64_t x, y, w, h;     /* region in level-0 pixels, inside the image */
-    int64_t out_w, out_h;   /* size before rotation */
-    int rotation;           /* 0, 90, 180, 270 (clockwise) */
-    bool mirror;            /* flip horizontally before rotating */
+    int64_t x, y, w, h;   /* region in level-0 pixels, inside the image */
+    int64_t out_w, out_h; /* size before rotation */
+    int rotation;         /* 0, 90, 180, 270 (clockwise) */
+    bool mirror;          /* flip horizontally before rotating */
     serve_quality quality;
     serve_format format;
 } serve_render;
@@ -135,14 +135,10 @@ char *serve_page_viewer(const serve_state *st, int index);
  * with tissue and QC scores as JSON. Returns 0 or 500 with `msg`. */
 int serve_overlays_get(serve_slide *s, char *msg, size_t msg_len);
 
-
-
-
 /* ---- The daemon ------------------------------------------------------------------------ */
 
 /* Run the HTTP server over `st` until SIGINT or SIGTERM. Prints the address it listens on as
  * one line on stdout. Returns a CLI exit code. */
 int serve_run(serve_state *st);
-
 
 #endif

@@ -105,7 +105,9 @@ static void png_append(png_structp png, png_bytep data, png_size_t n) {
     b->len += n;
 }
 
-static void png_flush_none(png_structp png) { (void)png; }
+static void png_flush_none(png_structp png) {
+    (void)png;
+}
 
 static bool encode_png(const uint8_t *px, int64_t w, int64_t h, int64_t stride, int channels,
                        uint8_t **out, size_t *out_len) {
@@ -123,7 +125,7 @@ static bool encode_png(const uint8_t *px, int64_t w, int64_t h, int64_t stride, 
     }
     png_set_write_fn(png, &buf, png_append, png_flush_none);
     png_set_compression_level(png, 1);
-    int type = channels == 4 ? PNG_COLOR_TYPE_RGBA
+    int type = channels == 4   ? PNG_COLOR_TYPE_RGBA
                : channels == 3 ? PNG_COLOR_TYPE_RGB
                                : PNG_COLOR_TYPE_GRAY;
     png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, type, PNG_INTERLACE_NONE,

@@ -133,9 +133,9 @@ static void route_iiif(struct MHD_Connection *c, serve_state *st, char **seg, in
     int ns = serve_scale_factors(s->width, s->height, SERVE_DZI_TILE, scales, 48);
     serve_render r;
     char msg[512];
-    int status = serve_iiif_parse(seg[2], seg[3], seg[4], seg[5], s->width, s->height,
-                                  st->cfg.max_side, st->cfg.max_area, scales, ns, &r, msg,
-                                  sizeof msg);
+    int status =
+        serve_iiif_parse(seg[2], seg[3], seg[4], seg[5], s->width, s->height, st->cfg.max_side,
+                         st->cfg.max_area, scales, ns, &r, msg, sizeof msg);
     if (status != 0) {
         set_error(rp, (unsigned)status, "%s", msg);
         return;
@@ -187,9 +187,11 @@ static char *slides_json(serve_state *st) {
         cJSON_AddStringToObject(o, "format", sp_slide_format(s->slide));
         cJSON_AddNumberToObject(o, "width", (double)s->width);
         cJSON_AddNumberToObject(o, "height", (double)s->height);
-        cJSON_AddItemToObject(o, "mpp", s->mpp > 0 ? cJSON_CreateNumber(s->mpp) : cJSON_CreateNull());
+        cJSON_AddItemToObject(o, "mpp",
+                              s->mpp > 0 ? cJSON_CreateNumber(s->mpp) : cJSON_CreateNull());
         cJSON_AddItemToObject(o, "objective_power",
-                              s->objective > 0 ? cJSON_CreateNumber(s->objective) : cJSON_CreateNull());
+                              s->objective > 0 ? cJSON_CreateNumber(s->objective)
+                                               : cJSON_CreateNull());
         cJSON_AddItemToArray(root, o);
     }
     cJSON *doc = cJSON_CreateObject();
@@ -256,8 +258,8 @@ static void route_slides(serve_state *st, char **seg, int n, reply *rp) {
             return;
         }
         uint8_t *px = malloc((size_t)(w * h * 4));
-        sp_status rs = px ? sp_slide_read_associated(s->slide, name, SP_PIXEL_RGBA8, px, w * 4)
-                          : SP_E_NOMEM;
+        sp_status rs =
+            px ? sp_slide_read_associated(s->slide, name, SP_PIXEL_RGBA8, px, w * 4) : SP_E_NOMEM;
         if (rs != SP_OK) {
             set_error(rp, 500, "reading '%s' failed: %s", name, sp_status_str(rs));
         } else {
@@ -278,7 +280,8 @@ static void route_slides(serve_state *st, char **seg, int n, reply *rp) {
         }
         free(px);
     } else {
-        set_error(rp, 404, "slide paths are info.json, tissue.png, tiles.json, associated/NAME.EXT");
+        set_error(rp, 404,
+                  "slide paths are info.json, tissue.png, tiles.json, associated/NAME.EXT");
     }
 }
 
@@ -286,13 +289,11 @@ static void route_slides(serve_state *st, char **seg, int n, reply *rp) {
 static void route_leaflet(serve_state *st, const char *rest, reply *rp) {
     static const struct {
         const char *name, *mime;
-    } files[] = {{"leaflet.js", "text/javascript"},
-                 {"leaflet.css", "text/css"},
-                 {"images/layers.png", "image/png"},
-                 {"images/layers-2x.png", "image/png"},
-                 {"images/marker-icon.png", "image/png"},
-                 {"images/marker-icon-2x.png", "image/png"},
-                 {"images/marker-shadow.png", "image/png"}};
+    } files[] = {
+        {"leaflet.js", "text/javascript"},        {"leaflet.css", "text/css"},
+        {"images/layers.png", "image/png"},       {"images/layers-2x.png", "image/png"},
+        {"images/marker-icon.png", "image/png"},  {"images/marker-icon-2x.png", "image/png"},
+        {"images/marker-shadow.png", "image/png"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         if (strcmp(rest, files[i].name) != 0) {
             continue;
@@ -515,8 +516,10 @@ int serve_run(serve_state *st) {
     bool loopback = (!v6 && (ntohl(a4.sin_addr.s_addr) >> 24) == 127) ||
                     (v6 && IN6_IS_ADDR_LOOPBACK(&a6.sin6_addr));
     if (!loopback && st->cfg.token == NULL) {
-        fprintf(stderr, "slidepipe: warning: serving on %s without --token: anyone who can reach "
-                        "this address can read these slides\n", st->cfg.bind);
+        fprintf(stderr,
+                "slidepipe: warning: serving on %s without --token: anyone who can reach "
+                "this address can read these slides\n",
+                st->cfg.bind);
     }
     int sig = 0;
     sigwait(&stop, &sig);

@@ -269,8 +269,10 @@ int serve_iiif_parse(const char *region, const char *size, const char *rotation,
     }
     double deg;
     if (!parse_float(rot, strlen(rot), &deg) || deg > 360) {
-        return fail(msg, msg_len, 400, "rotation must be a number of degrees 0..360 (with an "
-                    "optional leading '!'), not '%s'", rotation);
+        return fail(msg, msg_len, 400,
+                    "rotation must be a number of degrees 0..360 (with an "
+                    "optional leading '!'), not '%s'",
+                    rotation);
     }
     double turns = deg / 90.0;
     if (turns != floor(turns)) {
@@ -292,16 +294,18 @@ int serve_iiif_parse(const char *region, const char *size, const char *rotation,
     } else if (qn == 7 && strncmp(quality_format, "bitonal", 7) == 0) {
         r.quality = SERVE_BITONAL;
     } else {
-        return fail(msg, msg_len, 400, "quality must be default, color, gray or bitonal, not "
-                    "'%.*s'", (int)qn, quality_format);
+        return fail(msg, msg_len, 400,
+                    "quality must be default, color, gray or bitonal, not "
+                    "'%.*s'",
+                    (int)qn, quality_format);
     }
     const char *ext = dot + 1;
     if (strcmp(ext, "jpeg") == 0 || !serve_format_from_ext(ext, &r.format)) {
         static const char *const known[] = {"tif", "gif", "jp2", "pdf"};
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
             if (strcmp(ext, known[i]) == 0) {
-                return fail(msg, msg_len, 501, "format '%s' is not implemented (jpg, png, webp are)",
-                            ext);
+                return fail(msg, msg_len, 501,
+                            "format '%s' is not implemented (jpg, png, webp are)", ext);
             }
         }
         return fail(msg, msg_len, 400, "format must be jpg, png or webp, not '%s'", ext);
@@ -362,11 +366,10 @@ char *serve_iiif_info(const char *base, int64_t width, int64_t height, int64_t t
     cJSON_AddItemToObject(root, "extraFormats", cJSON_CreateStringArray(formats, 2));
     static const char *const qualities[] = {"color", "gray", "bitonal"};
     cJSON_AddItemToObject(root, "extraQualities", cJSON_CreateStringArray(qualities, 3));
-    static const char *const features[] = {"baseUriRedirect", "cors",
-                                           "jsonldMediaType", "mirroring", "regionByPct",
-                                           "regionByPx", "regionSquare", "rotationBy90s",
-                                           "sizeByConfinedWh", "sizeByH", "sizeByPct",
-                                           "sizeByW", "sizeByWh", "sizeUpscaling"};
+    static const char *const features[] = {
+        "baseUriRedirect", "cors",         "jsonldMediaType", "mirroring",        "regionByPct",
+        "regionByPx",      "regionSquare", "rotationBy90s",   "sizeByConfinedWh", "sizeByH",
+        "sizeByPct",       "sizeByW",      "sizeByWh",        "sizeUpscaling"};
     cJSON_AddItemToObject(root, "extraFeatures",
                           cJSON_CreateStringArray(features, sizeof features / sizeof features[0]));
     char *text = cJSON_PrintUnformatted(root);

@@ -65,7 +65,8 @@ static int grid_json(serve_slide *s, const sp_tissue_mask *m, char *msg, size_t 
     }
     char err[256] = "";
     if (qc_tiles == NULL || qc == NULL ||
-        sp_tile_qc_compute(s->slide, level, size, qc_tiles, n_qc, 0, qc, err, sizeof err) != SP_OK) {
+        sp_tile_qc_compute(s->slide, level, size, qc_tiles, n_qc, 0, qc, err, sizeof err) !=
+            SP_OK) {
         snprintf(msg, len, "tile QC failed: %s", err[0] ? err : "out of memory");
         free(qc_tiles), free(qc), sp_tiles_free(tiles);
         return 500;
@@ -92,9 +93,9 @@ static int grid_json(serve_slide *s, const sp_tissue_mask *m, char *msg, size_t 
                                          (long long)tiles[i].x, (long long)tiles[i].y,
                                          tiles[i].tissue, q->blur, q->pen, q->fold, q->background);
             } else {
-                used += (size_t)snprintf(out + used, cap - used, "%s[%lld,%lld,%.4f]",
-                                         i ? "," : "", (long long)tiles[i].x,
-                                         (long long)tiles[i].y, tiles[i].tissue);
+                used +=
+                    (size_t)snprintf(out + used, cap - used, "%s[%lld,%lld,%.4f]", i ? "," : "",
+                                     (long long)tiles[i].x, (long long)tiles[i].y, tiles[i].tissue);
             }
         }
         snprintf(out + used, cap - used, "]}");

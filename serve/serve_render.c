@@ -55,8 +55,8 @@ static sp_status read_pixels(sp_slide *slide, const serve_render *r, int bpp, ui
     sp_status st;
     int64_t s = exact_scale(r);
     if (s > 0) {
-        st = read_scaled(slide, fmt, dst, r->out_w * bpp, (double)s, r->x, r->y, r->out_w,
-                         r->out_h);
+        st =
+            read_scaled(slide, fmt, dst, r->out_w * bpp, (double)s, r->x, r->y, r->out_w, r->out_h);
     } else {
         /* Read at the finer of the two axes' scales (not below 1), then pick nearest pixels; a
          * very distorted size reads at the coarser one so the buffer stays near the output's. */
