@@ -5,14 +5,15 @@ request, each tile read with get_tile and saved as JPEG by Pillow), on the same 
 tiles in the same order and the same clients, in one run.
 
     usage: .venv/bin/python bench/bench_serve.py [SLIDE] [--clients 16] [--tiles 3000]
-               [--levels 3] [--seed 1] [--bin build/slidepipe]
+               [--levels 3] [--seed 1] [--repeat 3] [--bin build/slidepipe]
 
 SLIDE defaults to a 16384-pixel synthetic H&E slide (`slidepipe synth`, JPEG tiles, a pyramid)
 made in a temporary folder. Both servers use Deep Zoom tiles of 256 pixels with no overlap and
 JPEG quality 90 (DeepZoomGenerator(tile_size=256, overlap=0, limit_bounds=False)), so the tiles
 are the same images. The tile list is a seeded sample of the tiles of the top --levels Deep Zoom
 levels, each requested once; --clients threads share it, each on one keep-alive connection.
-Each server starts fresh (cold caches). The first tiles of both servers are decoded and
+Each run starts each server fresh (cold caches); --repeat runs alternate the two servers and
+the median ratio is printed. The first tiles of both servers are decoded and
 compared (mean absolute difference) to show they are the same tiles. Prints tiles/s for each
 and slidepipe's as a multiple of OpenSlide's. The clients are Python threads on the same
 machine, so on a small machine both figures include the clients' own cost.
@@ -131,6 +132,7 @@ def main():
     ap.add_argument("--tiles", type=int, default=3000)
     ap.add_argument("--levels", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bin", default=str(HERE.parent / "build" / "slidepipe"))
     args = ap.parse_args()
 
@@ -168,26 +170,37 @@ def main():
             if a.shape != b.shape:
                 raise SystemExit(f"{p}: slidepipe {a.shape} vs OpenSlide {b.shape}")
             diffs.append(np.abs(a - b).mean())
-        ours.stop()
-        ours = Server(Path(args.bin), [slide])  # cold cache again
-        sp_s, sp_bytes = run_clients(ours.port, paths, args.clients)
     finally:
         ours.stop()
     httpd.shutdown()
-    httpd, dz = openslide_server(slide)  # cold cache
-    os_s, os_bytes = run_clients(httpd.server_port, paths, args.clients)
-    httpd.shutdown()
 
+    # Alternate the two servers, each started fresh (cold caches) for every run, so that a
+    # change in the machine's load falls on both.
     n = len(paths)
+    runs = []
+    for _ in range(args.repeat):
+        ours = Server(Path(args.bin), [slide])
+        try:
+            sp_s, sp_bytes = run_clients(ours.port, paths, args.clients)
+        finally:
+            ours.stop()
+        httpd, dz = openslide_server(slide)
+        os_s, os_bytes = run_clients(httpd.server_port, paths, args.clients)
+        httpd.shutdown()
+        runs.append((sp_s, sp_bytes, os_s, os_bytes))
+
     print(f"slide {args.slide or 'synth 16384 (JPEG)'}: {n} Deep Zoom tiles of levels "
           f"{top - args.levels + 1}..{top}, {args.clients} clients, each tile once")
     print(f"same tiles: mean |slidepipe - OpenSlide| over the first 20 = {np.mean(diffs):.2f} "
           f"(max {np.max(diffs):.2f}) of 255")
-    print(f"{'server':<34}{'seconds':>9}{'tiles/s':>10}{'MB out':>9}")
-    print(f"{'slidepipe serve':<34}{sp_s:>9.2f}{n / sp_s:>10.0f}{sp_bytes / 1e6:>9.1f}")
-    print(f"{'OpenSlide DeepZoomGenerator + http':<34}{os_s:>9.2f}{n / os_s:>10.0f}"
-          f"{os_bytes / 1e6:>9.1f}")
-    print(f"slidepipe / OpenSlide: {os_s / sp_s:.2f}x")
+    print(f"{'run':<5}{'server':<36}{'seconds':>9}{'tiles/s':>10}{'MB out':>9}")
+    for i, (sp_s, sp_bytes, os_s, os_bytes) in enumerate(runs, 1):
+        print(f"{i:<5}{'slidepipe serve':<36}{sp_s:>9.2f}{n / sp_s:>10.0f}{sp_bytes / 1e6:>9.1f}")
+        print(f"{i:<5}{'OpenSlide DeepZoomGenerator + http':<36}{os_s:>9.2f}{n / os_s:>10.0f}"
+              f"{os_bytes / 1e6:>9.1f}")
+    ratios = sorted(r[2] / r[0] for r in runs)
+    print(f"slidepipe / OpenSlide: median {np.median(ratios):.2f}x (runs: "
+          f"{', '.join(f'{r:.2f}' for r in ratios)})")
 
 
 if __name__ == "__main__":
