@@ -27,7 +27,7 @@ typedef struct reply {
     const char *mime;
     bool cacheable;  /* tiles and images: the browser may keep them */
     bool set_cookie; /* a page opened with ?token=: keep the token in a cookie */
-    char location[600];
+    char location[760];
 } reply;
 
 static void set_error(reply *rp, unsigned status, const char *fmt, ...)
@@ -107,10 +107,11 @@ static void route_iiif(struct MHD_Connection *c, serve_state *st, char **seg, in
     char base[700];
     iiif_base(c, st, s, base, sizeof base);
     if (n == 2) { /* the base URI redirects to the image information */
-        rp->status = 303;
-        snprintf(rp->location, sizeof rp->location, "/iiif/%s/info.json", s->id);
         set_text(rp, strdup("see info.json\n"), "text/plain");
-        rp->status = 303;
+        if (rp->status == 200) {
+            rp->status = 303;
+            snprintf(rp->location, sizeof rp->location, "%s/info.json", base);
+        }
         return;
     }
     if (n == 3 && strcmp(seg[2], "info.json") == 0) {

@@ -150,7 +150,7 @@ def test_info_json_is_image_api_3_level_1(server):
 
 def test_base_uri_redirects_to_info_json(server):
     st, h, _ = server.get(f"/iiif/{SVS_ID}")
-    assert st == 303 and h["location"] == f"/iiif/{SVS_ID}/info.json"
+    assert st == 303 and h["location"] == f"{server.base}/iiif/{SVS_ID}/info.json"
 
 
 def spec_region(region: str):
