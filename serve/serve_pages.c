@@ -1,10 +1,11 @@
 /* serve_pages.c — the two HTML pages of `slidepipe serve`: the index listing the served slides
- * (with links to each one's viewer, info JSON, Deep Zoom descriptor and IIIF info.json), and a
- * slide's viewer, built on Leaflet from Debian's libjs-leaflet (served under /leaflet/): pan and
- * zoom over the Deep Zoom tiles, a scale bar from the MPP, a magnification readout, and
- * overlays with one opacity slider (the tissue mask, the tile grid with tissue and QC scores,
- * the GeoJSON annotations, and every other served image of the same size, such as the OME-Zarr
- * output of `slidepipe process`). Page data go in as JSON made by cJSON, never pasted text. */
+ * (with links to each one's viewer, info JSON, Deep Zoom descriptor, IIIF info.json and
+ * associated images), and a slide's viewer, built on Leaflet from Debian's libjs-leaflet (served
+ * under /leaflet/): pan and zoom over the Deep Zoom tiles, a scale bar from the MPP, a
+ * magnification readout, and overlays with one opacity slider (the tissue mask, the tile grid with
+ * tissue and QC scores, the GeoJSON annotations, and every other served image of the same size,
+ * such as the OME-Zarr output of `slidepipe process`). Page data go in as JSON made by cJSON, never
+ * pasted text. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,20 @@ char *serve_page_index(const serve_state *st) {
             put(&b, links[k][1]);
             put(&b, "\">");
             put(&b, links[k][2]);
+            put(&b, "</a> ");
+        }
+        for (int32_t k = 0; k < sp_slide_associated_count(s->slide); k++) {
+            const char *name = sp_slide_associated_name(s->slide, k);
+            if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                strlen(name)) {
+                continue; /* a name a URL segment cannot carry as is */
+            }
+            put(&b, "<a href=\"/slides/");
+            put(&b, s->id);
+            put(&b, "/associated/");
+            put(&b, name);
+            put(&b, ".jpg\">");
+            put(&b, name);
             put(&b, "</a> ");
         }
         put(&b, "</td></tr>");

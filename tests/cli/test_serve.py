@@ -96,6 +96,7 @@ def test_binds_to_loopback_and_lists_the_slides(server):
     assert doc["annotations"] == ["regions.geojson"]
     st, _, body = server.get("/")
     assert st == 200 and b"/viewer/CMU-1-Small-Region" in body
+    assert b"/slides/CMU-1-Small-Region/associated/label.jpg" in body
 
 
 def test_info_json_equals_slidepipe_info(server, info, files):
