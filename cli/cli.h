@@ -40,7 +40,7 @@ int cli_check_codec_level(const char *usage, int codec, int64_t level, const cha
 
 /* Print a cJSON document on stdout (indented, or on one line when `compact`) and free it; a
  * NULL root or a failed print is "out of memory". Returns CLI_OK or CLI_RUNTIME_ERROR. */
-struct cJSON;
+typedef struct cJSON cJSON;
 int cli_print_json(struct cJSON *root, bool compact);
 
 /* Parse a --max-side value (1..16384: the longer side of the low-resolution image that tissue
@@ -64,6 +64,10 @@ bool cli_commit_temp(FILE *f, char *tmp, const char *path, bool ok);
  * after printing the usage for --help, or the usage error's exit code. */
 int cli_parse_json_only(int argc, char **argv, const char *usage, int nargs, const char *what,
                         bool *json);
+
+/* The document `slidepipe info --json` prints for an open slide (NULL when out of memory);
+ * the caller frees it with cJSON_Delete. `slidepipe serve` answers it too. */
+cJSON *cli_info_json(const sp_slide *slide);
 
 /* Allocator settings for slidepipe's programs (called first thing in main). */
 void cli_tune_allocator(void);
@@ -111,5 +115,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_tissue(int argc, char **argv);
 int cmd_tiles(int argc, char **argv);
 int cmd_stains(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* serve/cmd_serve.c */
 
 #endif

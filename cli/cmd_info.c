@@ -23,7 +23,7 @@ static cJSON *number_or_null(const sp_slide *slide, const char *key) {
     return cJSON_CreateNull();
 }
 
-static int print_json(sp_slide *slide) {
+cJSON *cli_info_json(const sp_slide *slide) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", sp_slide_format(slide));
     cJSON *levels = cJSON_AddArrayToObject(root, "levels");
@@ -70,7 +70,7 @@ static int print_json(sp_slide *slide) {
         const char *key = sp_slide_property_name(slide, i);
         cJSON_AddStringToObject(props, key, sp_slide_property_value(slide, key));
     }
-    return cli_print_json(root, false);
+    return root;
 }
 
 static void print_text(sp_slide *slide, const char *path) {
@@ -120,7 +120,7 @@ int cmd_info(int argc, char **argv) {
         return CLI_RUNTIME_ERROR;
     }
     if (json) {
-        rc = print_json(slide);
+        rc = cli_print_json(cli_info_json(slide), false);
     } else {
         print_text(slide, argv[argc - 1]);
     }

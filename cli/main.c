@@ -26,6 +26,7 @@ static const struct {
     {"tissue", cmd_tissue, "compute a slide's tissue mask (PNG, coverage, threshold)"},
     {"tiles", cmd_tiles, "list the grid tiles of a level that hold enough tissue"},
     {"stains", cmd_stains, "estimate a slide's H&E stain vectors (Macenko)"},
+    {"serve", cmd_serve, "serve slides and stores over HTTP: viewer, Deep Zoom, IIIF"},
 };
 
 static void usage(FILE *out) {

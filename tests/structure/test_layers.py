@@ -2,7 +2,7 @@
 
 Each folder of src/ has a rank; a file may include headers of its own folder and of folders of a
 lower rank, never of a higher or an equal one (two containers, two jobs do not lean on each
-other). The public header slidepipe.h is open to all. The front ends (cli/, python/, mpi/) see the
+other). The public header slidepipe.h is open to all. The front ends (cli/, python/, mpi/, serve/) see the
 public header and their own files only. Raw file-system calls (open, pread, rename, opendir, stat,
 ...) appear only under src/io/, so remote storage and injected I/O faults reach every reader and
 writer; the files that still write to disk themselves are listed below with why, and the list
@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-FRONT_ENDS = ("cli", "python", "mpi")
+FRONT_ENDS = ("cli", "python", "mpi", "serve")
 
 RANKS = {
     "base": 0,  # errors, limits, strings, numbers, option tables, properties, the thread pool
@@ -89,8 +89,8 @@ def test_includes_look_only_down():
 
 
 def test_front_ends_use_the_public_api_only():
-    """cli/, python/ and mpi/ include the public header and front-end files (mpi/ shares the
-    command line's job runners), never a file of src/."""
+    """cli/, python/, mpi/ and serve/ include the public header and front-end files (mpi/ and
+    serve/ share the command line's helpers), never a file of src/."""
     problems = []
     root = SRC.parent
     front_files = {p.name for front in FRONT_ENDS for p in _sources(root / front)}
