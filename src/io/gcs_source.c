@@ -104,8 +104,8 @@ static sp_status sign_hmac(void *ctx, const char *method, const char *range,
 }
 
 /* The HMAC signer's target: what s3_target.c signs (Host, the encoded path, region "auto"). */
-static sp_status hmac_target(const char *uri, const char *host, const char *path,
-                             const char *url, sp_s3_target **out, sp_err *err) {
+static sp_status hmac_target(const char *uri, const char *host, const char *path, const char *url,
+                             sp_s3_target **out, sp_err *err) {
     sp_s3_target *t = calloc(1, sizeof *t);
     if (t != NULL) {
         t->uri = strdup(uri);
@@ -139,14 +139,16 @@ sp_status sp_source_open_gcs(const char *uri, size_t head_len, sp_source **out, 
     bool hmac = env("GS_ACCESS_KEY_ID") != NULL;
     if (hmac != (env("GS_SECRET_ACCESS_KEY") != NULL)) {
         return sp_err_set(err, SP_E_INVALID_ARG,
-                          "%s: GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY must be set together", uri);
+                          "%s: GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY must be set together",
+                          uri);
     }
-    const char *token = env("GOOGLE_OAUTH_ACCESS_TOKEN") != NULL ? env("GOOGLE_OAUTH_ACCESS_TOKEN")
-                                                                 : env("CLOUDSDK_AUTH_ACCESS_TOKEN");
+    const char *token = env("GOOGLE_OAUTH_ACCESS_TOKEN") != NULL
+                            ? env("GOOGLE_OAUTH_ACCESS_TOKEN")
+                            : env("CLOUDSDK_AUTH_ACCESS_TOKEN");
     char scheme[8];
     char host[512];
-    sp_status st = endpoint_of(env("STORAGE_EMULATOR_HOST"), scheme, sizeof scheme, host,
-                               sizeof host, err);
+    sp_status st =
+        endpoint_of(env("STORAGE_EMULATOR_HOST"), scheme, sizeof scheme, host, sizeof host, err);
     if (st != SP_OK) {
         return st;
     }
@@ -157,7 +159,8 @@ sp_status sp_source_open_gcs(const char *uri, size_t head_len, sp_source **out, 
         return sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", uri);
     }
     st = sp_s3_encode_path(key, encoded, cap, err);
-    char *path = st == SP_OK ? sp_strdup_printf("/%.*s/%s", (int)bucket_len, bucket, encoded) : NULL;
+    char *path =
+        st == SP_OK ? sp_strdup_printf("/%.*s/%s", (int)bucket_len, bucket, encoded) : NULL;
     char *url = path != NULL ? sp_strdup_printf("%s://%s%s", scheme, host, path) : NULL;
     free(encoded);
     if (st == SP_OK && url == NULL) {
