@@ -40,15 +40,21 @@ def cluster():
     package = os.path.dirname(os.path.dirname(slidepipe.__file__))
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = package + ("" if old is None else os.pathsep + old)
+    # Under the sanitizer run (scripts/run-tests preloads the ASan runtime into python) Ray's own
+    # binaries (GCS, raylets) start without it, or they never come up; the worker processes,
+    # which load the instrumented extension, get it back through their runtime environment.
+    preload = {k: os.environ.pop(k) for k in ("LD_PRELOAD", "ASAN_OPTIONS") if k in os.environ}
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
         workers = [c.add_node(num_cpus=1) for _ in range(2)]
         c.wait_for_nodes()
-        ray.init(address=c.address, log_to_driver=False)
+        ray.init(address=c.address, log_to_driver=False,
+                 runtime_env={"env_vars": preload} if preload else None)
         yield c, workers
     finally:
         ray.shutdown()
         c.shutdown()
+        os.environ.update(preload)
         if old is None:
             os.environ.pop("PYTHONPATH", None)
         else:
