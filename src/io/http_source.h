@@ -82,6 +82,12 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
  * sp_source_open_http. */
 sp_status sp_source_open_s3(const char *uri, size_t head_len, sp_source **out, sp_err *err);
 
+/* Open gs://bucket/object through the XML API (gcs_source.c): STORAGE_EMULATOR_HOST or Google's
+ * endpoint, HMAC keys (GS_ACCESS_KEY_ID, GS_SECRET_ACCESS_KEY; SigV4) or an OAuth access token
+ * (GOOGLE_OAUTH_ACCESS_TOKEN, CLOUDSDK_AUTH_ACCESS_TOKEN), else unsigned. `head_len` as for
+ * sp_source_open_http. */
+sp_status sp_source_open_gcs(const char *uri, size_t head_len, sp_source **out, sp_err *err);
+
 /* Parse a Content-Range value "bytes FIRST-LAST/TOTAL" strictly (decimal, FIRST <= LAST < TOTAL).
  * Returns false for anything else, "*" totals included. */
 bool sp_http_parse_content_range(const char *value, size_t len, uint64_t *first, uint64_t *last,

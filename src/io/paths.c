@@ -14,12 +14,15 @@
 
 bool sp_path_is_remote(const char *path) {
     return path != NULL && (strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
-                            strncmp(path, "s3://", 5) == 0);
+                            strncmp(path, "s3://", 5) == 0 || strncmp(path, "gs://", 5) == 0);
 }
 
 sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out, sp_err *err) {
     if (strncmp(path, "s3://", 5) == 0) {
         return sp_source_open_s3(path, head_len, out, err);
+    }
+    if (strncmp(path, "gs://", 5) == 0) {
+        return sp_source_open_gcs(path, head_len, out, err);
     }
     return sp_source_open_http(path, NULL, NULL, head_len, out, err);
 }
