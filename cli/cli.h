@@ -24,6 +24,10 @@ bool cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 /* Open a slide, or print the one-line error and return NULL. */
 sp_slide *cli_open_slide(const char *path);
 
+/* --icc: have the slide's reads convert from its embedded ICC profile to sRGB. A slide with no
+ * profile is read as stored (true); a profile that cannot be used is reported (false). */
+bool cli_slide_icc(sp_slide *slide);
+
 /* Whether `path` ends with `ext` (case-insensitive, e.g. ".png"). */
 bool cli_has_extension(const char *path, const char *ext);
 

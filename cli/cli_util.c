@@ -67,6 +67,16 @@ sp_slide *cli_open_slide(const char *path) {
     return slide;
 }
 
+bool cli_slide_icc(sp_slide *slide) {
+    char err[1024];
+    sp_status st = sp_slide_set_icc_transform(slide, 1, err, sizeof err);
+    if (st != SP_OK && st != SP_E_NOT_FOUND) {
+        cli_fail("%s", err);
+        return false;
+    }
+    return true;
+}
+
 bool cli_has_extension(const char *path, const char *ext) {
     size_t n = strlen(path), e = strlen(ext);
     return n > e && strcasecmp(path + n - e, ext) == 0;

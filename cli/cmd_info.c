@@ -56,6 +56,14 @@ static int print_json(sp_slide *slide) {
     if (pixel_hash != NULL) {
         cJSON_AddStringToObject(root, "pixel_hash", pixel_hash);
     }
+    /* The embedded ICC profile's size in bytes (null: none); `region --icc` converts with it. */
+    const uint8_t *icc;
+    size_t icc_len;
+    if (sp_slide_icc_profile(slide, &icc, &icc_len) == SP_OK) {
+        cJSON_AddNumberToObject(root, "icc_profile_size", (double)icc_len);
+    } else {
+        cJSON_AddNullToObject(root, "icc_profile_size");
+    }
     cJSON *assoc = cJSON_AddObjectToObject(root, "associated");
     for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
         const char *name = sp_slide_associated_name(slide, i);
@@ -87,6 +95,13 @@ static void print_text(sp_slide *slide, const char *path) {
     const char *pixel_hash = sp_slide_property_value(slide, "slidepipe.pixel-hash");
     if (pixel_hash != NULL) {
         printf("  pixel hash (recorded): %s\n", pixel_hash);
+    }
+    const uint8_t *icc;
+    size_t icc_len;
+    if (sp_slide_icc_profile(slide, &icc, &icc_len) == SP_OK) {
+        printf("  ICC profile: %zu bytes\n", icc_len);
+    } else {
+        printf("  ICC profile: none\n");
     }
     printf("  levels: %d\n", sp_slide_level_count(slide));
     for (int32_t i = 0; i < sp_slide_level_count(slide); i++) {

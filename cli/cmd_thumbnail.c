@@ -1,7 +1,8 @@
 /* cmd_thumbnail.c — `slidepipe thumbnail SLIDE --max-size N -o OUT.png`: the whole slide
  * scaled so its longer side is N pixels, in one sp_slide_read_region_scaled call: the best
  * level, DCT-scaled decoding where the tiles are JPEG, an area average for the rest; memory is
- * one band of tile rows and each stored tile is decoded once. */
+ * one band of tile rows and each stored tile is decoded once. With --icc the pixels are
+ * converted from the slide's embedded ICC profile to sRGB (as stored when it has none). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,15 +11,17 @@
 
 #include "cli.h"
 
-static const char USAGE[] = "slidepipe thumbnail SLIDE --max-size N -o OUT.png";
+static const char USAGE[] = "slidepipe thumbnail SLIDE --max-size N -o OUT.png [--icc]";
 
 int cmd_thumbnail(int argc, char **argv) {
     static const struct option opts[] = {{"max-size", required_argument, NULL, 'm'},
                                          {"output", required_argument, NULL, 'o'},
+                                         {"icc", no_argument, NULL, 'i'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int64_t max_size = -1;
     const char *out = NULL;
+    bool icc = false;
     opterr = 0;
     optind = 1;
     int c;
@@ -31,6 +34,7 @@ int cmd_thumbnail(int argc, char **argv) {
             }
             break;
         case 'o': out = optarg; break;
+        case 'i': icc = true; break;
         case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
         case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
@@ -47,6 +51,10 @@ int cmd_thumbnail(int argc, char **argv) {
     }
     sp_slide *slide = cli_open_slide(argv[optind]);
     if (slide == NULL) {
+        return CLI_RUNTIME_ERROR;
+    }
+    if (icc && !cli_slide_icc(slide)) {
+        sp_slide_close(slide);
         return CLI_RUNTIME_ERROR;
     }
     int64_t w0, h0;

@@ -110,9 +110,11 @@ static int64_t region_bytes(int64_t width, int64_t height, int rgb) {
 /* ---- Slide ------------------------------------------------------------------------------- */
 
 static int slide_init(core_slide *self, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"path", NULL};
+    static char *names[] = {"path", "apply_icc", NULL};
     PyObject *path_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&", names, PyUnicode_FSConverter, &path_obj)) {
+    int apply_icc = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|p", names, PyUnicode_FSConverter, &path_obj,
+                                     &apply_icc)) {
         return -1;
     }
     if (self->slide != NULL) {
@@ -125,6 +127,16 @@ static int slide_init(core_slide *self, PyObject *args, PyObject *kwds) {
     sp_status st;
     PyThreadState *ts = PyEval_SaveThread();
     st = sp_slide_open(PyBytes_AS_STRING(path_obj), &slide, err, sizeof err);
+    if (st == SP_OK && apply_icc) {
+        /* A slide without a profile is read as stored; a broken profile fails the open. */
+        st = sp_slide_set_icc_transform(slide, 1, err, sizeof err);
+        if (st == SP_E_NOT_FOUND) {
+            st = SP_OK;
+        } else if (st != SP_OK) {
+            sp_slide_close(slide);
+            slide = NULL;
+        }
+    }
     PyEval_RestoreThread(ts);
     Py_DECREF(path_obj);
     if (st != SP_OK) {
@@ -307,6 +319,18 @@ static PyObject *slide_read_region_scaled(core_slide *self, PyObject *args) {
     return read_into(self, args, 1);
 }
 
+static PyObject *slide_icc_profile(core_slide *self, PyObject *unused) {
+    if (check_open(self)) {
+        return NULL;
+    }
+    const uint8_t *data;
+    size_t len;
+    if (sp_slide_icc_profile(self->slide, &data, &len) != SP_OK) {
+        Py_RETURN_NONE;
+    }
+    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)len);
+}
+
 static PyObject *slide_error(core_slide *self, PyObject *unused) {
     const char *msg = self->slide != NULL ? sp_slide_error(self->slide) : NULL;
     if (msg == NULL) {
@@ -391,6 +415,8 @@ static PyMethodDef slide_methods[] = {
     {"read_region_scaled", (PyCFunction)slide_read_region_scaled, METH_VARARGS,
      "read_region_scaled(out, downsample, x, y, width, height, rgb)"},
     {"error", (PyCFunction)slide_error, METH_NOARGS, "The slide's sticky error, or None."},
+    {"icc_profile", (PyCFunction)slide_icc_profile, METH_NOARGS,
+     "The embedded ICC profile as bytes, or None."},
     {"tissue_mask", (PyCFunction)slide_tissue_mask, METH_VARARGS,
      "tissue_mask(max_side) -> (bytes, width, height, downsample, threshold, fraction)"},
     {"stains", (PyCFunction)slide_stains, METH_VARARGS,

@@ -105,12 +105,16 @@ class Slide:
     """An open whole-slide image. Safe to read from many threads at once; close it (or use
     ``with``) when done. ``mpp`` overrides the slide's microns per pixel (for slides that do not
     record it). A Slide pickles as its path and options and reopens lazily where it is unpickled
-    (a DataLoader worker, a Ray task), on its first read."""
+    (a DataLoader worker, a Ray task), on its first read. With ``apply_icc=True`` every level
+    read (regions, scaled regions, batches) is converted from the slide's embedded ICC profile
+    to sRGB (a slide without one is read as stored); it is fixed for the Slide, not per call,
+    because the handle is shared by the threads reading it."""
 
-    def __init__(self, path, *, mpp=None):
+    def __init__(self, path, *, mpp=None, apply_icc=False):
         self.path = os.fspath(path)
         self._mpp_override = _mpp_pair(mpp)
-        self._core_obj = _core.Slide(self.path)
+        self.apply_icc = bool(apply_icc)
+        self._core_obj = _core.Slide(self.path, apply_icc=self.apply_icc)
         self._closed = False
         self.format = self._core_obj.format()
         self.levels = tuple(Level(*t) for t in self._core_obj.levels())
@@ -123,13 +127,13 @@ class Slide:
         if core is None:
             with _REOPEN:
                 if self._core_obj is None:
-                    self._core_obj = _core.Slide(self.path)
+                    self._core_obj = _core.Slide(self.path, apply_icc=self.apply_icc)
                 core = self._core_obj
         return core
 
     def __reduce__(self):
         return (_unpickle_slide, (self.path, self._mpp_override, self.format,
-                                  tuple(_level_tuple(lv) for lv in self.levels)))
+                                  tuple(_level_tuple(lv) for lv in self.levels), self.apply_icc))
 
     def close(self):
         """Close the slide; further reads raise ValueError. Closing twice is harmless."""
@@ -182,6 +186,11 @@ class Slide:
         if "slidepipe.mpp-x" in p and "slidepipe.mpp-y" in p:
             return (float(p["slidepipe.mpp-x"]), float(p["slidepipe.mpp-y"]))
         return None
+
+    @property
+    def icc_profile(self):
+        """The ICC profile embedded in the slide, as stored (bytes), or None."""
+        return self._core.icc_profile()
 
     @property
     def associated_images(self):
@@ -263,10 +272,10 @@ class Slide:
         return self._core.pixel_hash(int(threads))
 
 
-def open(path, *, mpp=None):
+def open(path, *, mpp=None, apply_icc=False):
     """Open the slide at `path` (any format slidepipe reads; OME-Zarr too); `mpp` overrides its
-    microns per pixel (a number, or (x, y))."""
-    return Slide(path, mpp=mpp)
+    microns per pixel (a number, or (x, y)); `apply_icc` converts reads to sRGB (Slide)."""
+    return Slide(path, mpp=mpp, apply_icc=apply_icc)
 
 
 _REOPEN = threading.Lock()
@@ -286,10 +295,11 @@ def _level_tuple(level):
             level.compression)
 
 
-def _unpickle_slide(path, mpp, fmt, levels):
+def _unpickle_slide(path, mpp, fmt, levels, apply_icc=False):
     """A Slide that opens its file on first use (Slide.__reduce__)."""
     slide = Slide.__new__(Slide)
     slide.path, slide._mpp_override, slide.format = path, mpp, fmt
+    slide.apply_icc = apply_icc
     slide.levels = tuple(Level(*t) for t in levels)
     slide._core_obj, slide._closed, slide._properties = None, False, None
     return slide

@@ -952,6 +952,10 @@ static sp_status add_properties(sp_slide *s, const image *level0, sp_err *err) {
         power < 1e9) {
         st = add_number(s, SP_PROPERTY_OBJECTIVE_POWER, power, err);
     }
+    const sp_dicom_value *icc = &d->attrs[SP_DICOM_ICC_PROFILE];
+    if (st == SP_OK && icc->present && icc->len > 0) {
+        st = sp_slide_set_icc_profile(s, icc->data, icc->len, err);
+    }
     int64_t planes = 1, paths = 1;
     sp_dicom_int(d, SP_DICOM_TOTAL_PIXEL_MATRIX_FOCAL_PLANES, &planes);
     sp_dicom_int(d, SP_DICOM_NUMBER_OF_OPTICAL_PATHS, &paths);

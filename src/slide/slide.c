@@ -9,6 +9,7 @@
 
 #include "formats/format.h"
 #include "io/paths.h"
+#include "slide/icc.h"
 #include "slide/slide.h"
 #include "slide/tile_cache.h"
 
@@ -75,6 +76,7 @@ sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits
     s->limits = *limits;
     s->src = src;
     s->background[0] = s->background[1] = s->background[2] = 255;
+    s->open_name = strdup(name); /* NULL (out of memory): messages say "slide" */
     sp_status st = open_probe(s, name, is_directory, err);
     if (st == SP_OK) {
         sp_slide_finish_levels(s);
@@ -177,6 +179,8 @@ void sp_slide_close(sp_slide *s) {
     }
     free(s->associated);
     free(s->levels);
+    sp_slide_icc_free(s);
+    free(s->open_name);
     sp_props_free(&s->props);
     sp_source_close(s->src);
     pthread_mutex_destroy(&s->error_lock);
