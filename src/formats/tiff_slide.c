@@ -70,10 +70,9 @@ const sp_slide_ops sp_tiff_slide_ops = {
 /* TIFF tag ICCProfile (34675, TIFF/EP and Adobe's TIFF technical note): the profile's bytes. */
 #define TAG_ICC_PROFILE 34675
 
-/* Keep directory d's embedded ICC profile unless the slide has one already. A profile over the
- * metadata limit, or no memory to copy it, leaves the slide without one rather than failing an
- * open that does not need it (sp_slide_icc_profile then says there is none). */
-static void take_icc_profile(sp_slide *s, const sp_tiff_dir *d) {
+/* A profile over the metadata limit, or no memory to copy it, leaves the slide without one
+ * rather than failing an open that does not need it (sp_slide_icc_profile then says none). */
+void sp_tiff_slide_take_icc(sp_slide *s, const sp_tiff_dir *d) {
     const sp_tiff_entry *e = sp_tiff_find(d, TAG_ICC_PROFILE);
     if (s->icc_profile == NULL && e != NULL && e->data != NULL && e->size > 0 &&
         (e->type == 1 || e->type == 7)) { /* BYTE or UNDEFINED */
@@ -87,10 +86,6 @@ void sp_tiff_slide_adopt(sp_slide *s, sp_probe *probe) {
     probe->tiff = NULL;
     s->ops = &sp_tiff_slide_ops;
     s->prefetch = sp_source_can_prefetch(((sp_tiff *)s->container)->src);
-    const sp_tiff *t = s->container;
-    if (t->n_dirs > 0) {
-        take_icc_profile(s, &t->dirs[0]); /* level 0's directory in every TIFF vendor's layout */
-    }
 }
 
 sp_status sp_tiff_slide_add_level(sp_slide *s, const sp_tiff_dir *d, sp_err *err) {
@@ -106,7 +101,7 @@ sp_status sp_tiff_slide_add_level(sp_slide *s, const sp_tiff_dir *d, sp_err *err
         .compression = sp_tiff_compression_name(d->compression),
         .priv = d,
     };
-    take_icc_profile(s, d);
+    sp_tiff_slide_take_icc(s, d);
     return sp_slide_add_level(s, &l, err);
 }
 

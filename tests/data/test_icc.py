@@ -7,8 +7,11 @@ on every channel of every visible pixel, on every level.
 The shared files that embed a profile (an Aperio JPEG 2000 slide, a generic TIFF, a DICOM pair)
 all carry sRGB profiles, under which the conversion changes nothing, so the tests also write
 slides with an Adobe-RGB-like profile (icc_profiles.py), where it changes pixels by tens of
-levels: a generic TIFF pyramid and an Aperio one with JPEG tiles of a real H&E region, and the
-shared DICOM series with the profile added to its Optical Path Sequence. Slides without a
+levels: a generic TIFF pyramid and an Aperio one with JPEG tiles of a real H&E region, the
+shared DICOM series with the profile added to its Optical Path Sequence, and the Philips, Leica
+and Ventana files of vendor_samples.py with the profile in their TIFF pages (OpenSlide 4 reads
+Ventana's; it reports none for Leica and Philips, where slidepipe differs on Philips, as
+docs/formats.md says). Slides without a
 profile read as stored with --icc; a spoiled or non-RGB profile fails `--icc` with exit 1 and
 one line naming the file, while reads without --icc still work."""
 
@@ -133,6 +136,32 @@ def adobe_slides(tmp_path_factory, he_pyramid, adobe_profile) -> dict:
 
 
 @pytest.fixture(scope="module")
+def vendor_slides(tmp_path_factory, testdata, adobe_profile) -> dict:
+    """The Philips, Leica and Ventana files of vendor_samples.py, every TIFF page written with
+    the profile (tifffile's writer given iccprofile= while they are written)."""
+    if not (testdata / vendor_samples.H_AND_E).is_file():
+        pytest.skip(f"{vendor_samples.H_AND_E} (the H&E pixels) is not in the shared test data")
+    folder = tmp_path_factory.mktemp("icc-vendors")
+    write = tifffile.TiffWriter.write
+
+    def write_with_profile(self, *args, **kwargs):
+        kwargs.setdefault("iccprofile", adobe_profile)
+        return write(self, *args, **kwargs)
+
+    slides = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tifffile.TiffWriter, "write", write_with_profile)
+        slides["philips"] = vendor_samples.write_philips(folder / "p.tiff", testdata)
+        slides["leica"] = vendor_samples.write_leica(folder / "l.scn", testdata)
+        slides["ventana"] = vendor_samples.write_bif(folder / "v.bif", testdata)
+    for vendor, path in slides.items():
+        with openslide.OpenSlide(str(path)) as slide:
+            got = slide.properties.get("openslide.vendor")
+        assert got == vendor, f"OpenSlide 4 reads {path.name} as {got!r}, not {vendor}"
+    return slides
+
+
+@pytest.fixture(scope="module")
 def adobe_dicom(tmp_path_factory, testdata, adobe_profile) -> Path:
     """The shared cmu-1-small-region series with the profile in each instance's Optical Path
     Sequence, and its JFIF frames labelled YBR_FULL_422 (what they are; test_dicom.py explains
@@ -184,6 +213,18 @@ def test_generated_profiles_reported(adobe_slides, adobe_dicom, adobe_profile, i
         assert info(path)["icc_profile_size"] == len(adobe_profile), path
 
 
+def test_vendor_profiles(vendor_slides, adobe_profile, info):
+    """Ventana: OpenSlide 4 reads level 0's profile, and so does slidepipe. Leica: neither
+    reports one. Philips: OpenSlide 4.0.1 reports none, slidepipe the profile the level
+    directories embed (docs/formats.md, "ICC profiles")."""
+    assert _openslide_profile(vendor_slides["ventana"]) == adobe_profile
+    assert info(vendor_slides["ventana"])["icc_profile_size"] == len(adobe_profile)
+    assert _openslide_profile(vendor_slides["leica"]) is None
+    assert info(vendor_slides["leica"])["icc_profile_size"] is None
+    assert _openslide_profile(vendor_slides["philips"]) is None
+    assert info(vendor_slides["philips"])["icc_profile_size"] == len(adobe_profile)
+
+
 # ---- converted pixels --------------------------------------------------------------------------
 
 
@@ -198,9 +239,14 @@ def test_icc_region_equals_imagecms_shared(rel, testdata, sp, tmp_path):
         _check_within_one(got, want, f"{rel} level {level} ({x},{y} {w}x{h})")
 
 
-@pytest.mark.parametrize("vendor", ["generic-tiff", "aperio", "dicom"])
-def test_icc_region_equals_imagecms_adobe(vendor, adobe_slides, adobe_dicom, sp, tmp_path):
-    path = adobe_dicom if vendor == "dicom" else adobe_slides[vendor]
+@pytest.mark.parametrize("vendor", ["generic-tiff", "aperio", "dicom", "ventana"])
+def test_icc_region_equals_imagecms_adobe(vendor, request, sp, tmp_path):
+    if vendor == "dicom":
+        path = request.getfixturevalue("adobe_dicom")
+    elif vendor == "ventana":
+        path = request.getfixturevalue("vendor_slides")["ventana"]
+    else:
+        path = request.getfixturevalue("adobe_slides")[vendor]
     biggest_change = 0
     regions = _levels_regions(path)
     if vendor == "dicom":
