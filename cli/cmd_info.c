@@ -64,6 +64,16 @@ static int print_json(sp_slide *slide) {
     } else {
         cJSON_AddNullToObject(root, "icc_profile_size");
     }
+    /* Planes: how many along each axis, and the one shown (region --z/--c/--t pick another). */
+    cJSON *planes = cJSON_AddObjectToObject(root, "planes");
+    static const char *const AXES[3] = {"z", "c", "t"};
+    for (int i = 0; i < 3; i++) {
+        cJSON_AddNumberToObject(planes, AXES[i], (double)sp_slide_plane_count(slide, i));
+    }
+    cJSON *shown = cJSON_AddObjectToObject(root, "plane");
+    for (int i = 0; i < 3; i++) {
+        cJSON_AddNumberToObject(shown, AXES[i], (double)sp_slide_plane(slide, i));
+    }
     cJSON *assoc = cJSON_AddObjectToObject(root, "associated");
     for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
         const char *name = sp_slide_associated_name(slide, i);
@@ -103,6 +113,9 @@ static void print_text(sp_slide *slide, const char *path) {
     } else {
         printf("  ICC profile: none\n");
     }
+    printf("  planes: z %lld, c %lld, t %lld\n", (long long)sp_slide_plane_count(slide, SP_PLANE_Z),
+           (long long)sp_slide_plane_count(slide, SP_PLANE_C),
+           (long long)sp_slide_plane_count(slide, SP_PLANE_T));
     printf("  levels: %d\n", sp_slide_level_count(slide));
     for (int32_t i = 0; i < sp_slide_level_count(slide); i++) {
         int64_t w, h, tw, th;

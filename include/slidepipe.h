@@ -1249,6 +1249,22 @@ SP_API sp_status sp_slide_icc_profile(const sp_slide *slide, const uint8_t **dat
 SP_API sp_status sp_slide_set_icc_transform(sp_slide *slide, int enable, char *err,
                                             size_t err_len);
 
+/* ---- Planes: focal planes, channels, time points (issue #27) --------------------------------- */
+
+typedef enum sp_plane_axis { SP_PLANE_Z = 0, SP_PLANE_C = 1, SP_PLANE_T = 2 } sp_plane_axis;
+
+/* Open the slide's plane (z, c, t) instead of (0, 0, 0): focal plane z, channel plane c (an RGB
+ * page's three samples are one channel plane) and time point t, each from 0. Formats with
+ * planes: OME-TIFF (its first Image's planes). A slide of another format, or a plane beyond the
+ * slide's, fails to open with SP_E_INVALID_ARG and a message naming the file and the sizes.
+ * SP_E_INVALID_ARG for a negative index or NULL options. */
+SP_API sp_status sp_options_set_plane(sp_options *options, int64_t z, int64_t c, int64_t t);
+
+/* How many planes the slide has along `axis` (1 for a format without planes, 0 for NULL or a bad
+ * axis), and which one it shows. Thread-safe. */
+SP_API int64_t sp_slide_plane_count(const sp_slide *slide, sp_plane_axis axis);
+SP_API int64_t sp_slide_plane(const sp_slide *slide, sp_plane_axis axis);
+
 #ifdef __cplusplus
 }
 #endif

@@ -125,6 +125,12 @@ struct sp_slide {
     size_t icc_profile_len;
     char *open_name;
     void *icc_transform;
+
+    /* Planes (z, c, t): how many the slide has (1 each unless the format sets more) and the one
+     * it shows, which the slide layer sets from the open options before the format's open(),
+     * and which a format with planes opens. */
+    int64_t plane_count[3];
+    int64_t plane[3];
 };
 
 /* Append a level / an associated image (the name is copied). */
