@@ -1,11 +1,13 @@
-"""Planes of an OME-TIFF against tifffile: `info --json` reports as many focal planes (z),
-channel planes (c) and time points (t) as tifffile's series has, and `region --z Z --c C --t T`
-reads exactly tifffile's pixels of that plane, on every level, for every plane of the shared
-int8 3-channel x 5-z-plane file and of files written here with tifffile (a uint8 grey T=2 x C=2
-x Z=3 pyramid with SubIFD levels and deflate tiles; an RGB z-stack, whose three samples are one
-channel plane). Without --z/--c/--t the first plane is read, as before. A plane beyond the
-slide's, or any plane but the first of a format without planes, exits 1 with one line naming
-the file and the sizes. Grey pages are shown as (v, v, v, 255), int8 as v + 128 (docs/formats.md,
+"""Planes of OME-TIFF and DICOM against tifffile and pydicom: `info --json` reports as many
+focal planes (z), channel planes (c) and time points (t) as the file has, and `region --z Z --c C
+--t T` reads exactly the oracle's pixels of that plane, on every level. OME-TIFF: every plane of
+the shared int8 3-channel x 5-z-plane file and of files written here with tifffile (a uint8 grey
+T=2 x C=2 x Z=3 pyramid with SubIFD levels and deflate tiles; an RGB z-stack, whose three samples
+are one channel plane), against tifffile. DICOM: the shared one-instance JPEG level rewritten
+with pydicom as 2 focal planes x 2 optical paths (TILED_FULL), every plane against pydicom's
+pixel_array frames. Without --z/--c/--t the first plane is read, as before. A plane beyond the
+slide's, or any plane but the first of a format without planes, exits 1 with one line naming the
+file and the sizes. Grey pages are shown as (v, v, v, 255), int8 as v + 128 (docs/formats.md,
 "Pixel rules")."""
 
 from __future__ import annotations
@@ -140,3 +142,88 @@ def test_no_planes_in_other_formats(testdata, sp, tmp_path):
     proc = sp.run(["region", path, "--level", 0, "--x", 0, "--y", 0, "--width", 8, "--height", 8,
                    "-o", tmp_path / "x.png", "--z", "-1"])
     assert proc.returncode == 2, sp.describe(proc)  # a usage error
+
+
+# ---- DICOM: focal planes and optical paths of a TILED_FULL instance ---------------------------
+
+CAMELYON = "dicom/multi_frame_jpeg_camelyon_challenge_image.dcm"
+
+
+@pytest.fixture(scope="module")
+def dicom_planes(testdata, tmp_path_factory):
+    """The shared one-instance DICOM level (15 JPEG frames) rewritten with pydicom as 2 focal
+    planes x 2 optical paths, TILED_FULL: frames by tile, then focal plane, then optical path
+    (PS3.3 C.7.6.17.3); each plane holds the original frames in a different order, so no two
+    planes look alike."""
+    pydicom = pytest.importorskip("pydicom", reason="pydicom writes the DICOM file")
+    from pydicom.dataset import Dataset
+    from pydicom.encaps import encapsulate, generate_frames
+    from pydicom.sequence import Sequence
+
+    source = testdata / CAMELYON
+    if not source.is_file():
+        pytest.skip(f"{CAMELYON} is not in the shared test data")
+    ds = pydicom.dcmread(source)
+    n = int(ds.NumberOfFrames)
+    frames = list(generate_frames(ds.PixelData, number_of_frames=n))
+    out = []
+    for c in range(2):
+        for z in range(2):
+            k = c * 2 + z
+            out += [frames[(i * (2 * k + 1) + k) % n] for i in range(n)]
+    ds.PixelData = encapsulate(out)
+    ds["PixelData"].is_undefined_length = True
+    ds.NumberOfFrames = len(out)
+    ds.TotalPixelMatrixFocalPlanes = 2
+    ds.NumberOfOpticalPaths = 2
+    paths = []
+    for c in range(2):
+        item = Dataset()
+        item.OpticalPathIdentifier = str(c + 1)
+        paths.append(item)
+    ds.OpticalPathSequence = Sequence(paths)
+    path = tmp_path_factory.mktemp("dicom-planes") / "planes.dcm"
+    ds.save_as(path)
+    return path
+
+
+def _pydicom_plane(path, z, c):
+    """Plane (z, c) laid out from pydicom's pixel_array frames, cropped to the total matrix."""
+    import pydicom
+
+    ds = pydicom.dcmread(path)
+    arr = ds.pixel_array
+    width, height = int(ds.TotalPixelMatrixColumns), int(ds.TotalPixelMatrixRows)
+    tw, th = int(ds.Columns), int(ds.Rows)
+    across, down = -(-width // tw), -(-height // th)
+    tiles = across * down
+    focal = int(ds.TotalPixelMatrixFocalPlanes)
+    first = (c * focal + z) * tiles
+    image = np.zeros((down * th, across * tw, 3), dtype=np.uint8)
+    for t in range(tiles):
+        row, col = divmod(t, across)
+        image[row * th:(row + 1) * th, col * tw:(col + 1) * tw] = arr[first + t]
+    return _as_rgba(image[:height, :width])
+
+
+def test_dicom_every_plane_equals_pydicom(dicom_planes, sp, info, tmp_path, assert_same_pixels):
+    got = info(dicom_planes)
+    assert got["planes"] == {"z": 2, "c": 2, "t": 1}
+    width, height = got["levels"][0]["width"], got["levels"][0]["height"]
+    seen = []
+    for z in range(2):
+        for c in range(2):
+            want = _pydicom_plane(dicom_planes, z, c)
+            pixels = _region(sp, dicom_planes, 0, width, height, (z, c, None), tmp_path)
+            assert_same_pixels(pixels, want, f"DICOM focal plane {z}, optical path {c}")
+            assert all(not np.array_equal(pixels, other) for other in seen), "planes alike"
+            seen.append(pixels)
+    first = _region(sp, dicom_planes, 0, width, height, (None, None, None), tmp_path)
+    assert np.array_equal(first, seen[0])
+
+
+def test_dicom_plane_beyond(dicom_planes, sp, tmp_path):
+    proc = sp.run(["region", dicom_planes, "--level", 0, "--x", 0, "--y", 0, "--width", 8,
+                   "--height", 8, "-o", tmp_path / "x.png", "--z", 2])
+    assert proc.returncode == 1, sp.describe(proc)
+    assert "focal plane (z) 2: the slide has 2" in proc.stderr and str(dicom_planes) in proc.stderr
