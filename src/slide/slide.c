@@ -78,8 +78,7 @@ static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp
     return st;
 }
 
-/* sp_slide_open_source showing plane (z, c, t) = plane[0..2]. */
-static sp_status open_source_at(sp_source *src, const char *name, const sp_limits *limits,
+sp_status sp_slide_open_source_at(sp_source *src, const char *name, const sp_limits *limits,
                                 const int64_t plane[3], sp_slide **out, sp_err *err) {
     *out = NULL;
     sp_slide *s = calloc(1, sizeof *s);
@@ -124,7 +123,7 @@ static sp_status open_source_at(sp_source *src, const char *name, const sp_limit
 sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
                                sp_slide **out, sp_err *err) {
     static const int64_t first[3] = {0, 0, 0};
-    return open_source_at(src, name, limits, first, out, err);
+    return sp_slide_open_source_at(src, name, limits, first, out, err);
 }
 
 /* Whether `s` ends with `suffix`, ignoring case. */
@@ -146,16 +145,16 @@ static sp_status open_remote(const char *path, const sp_limits *limits, const in
         sp_source *src = NULL;
         sp_status st = sp_source_open_any(path, &src, err);
         if (st != SP_E_NOT_FOUND) {
-            return st == SP_OK ? open_source_at(src, path, limits, plane, out, err) : st;
+            return st == SP_OK ? sp_slide_open_source_at(src, path, limits, plane, out, err) : st;
         }
         sp_err as_prefix = {0};
-        st = open_source_at(NULL, path, limits, plane, out, &as_prefix);
+        st = sp_slide_open_source_at(NULL, path, limits, plane, out, &as_prefix);
         if (st != SP_E_NOT_A_SLIDE) {
             *err = as_prefix;
         }
         return st == SP_E_NOT_A_SLIDE ? err->status : st;
     }
-    return open_source_at(NULL, path, limits, plane, out, err);
+    return sp_slide_open_source_at(NULL, path, limits, plane, out, err);
 }
 
 sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_slide **out,
@@ -181,7 +180,7 @@ sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_sli
             bool is_directory = sp_path_look(path).is_directory;
             st = is_directory ? SP_OK : sp_source_open_any(path, &src, &err);
             if (st == SP_OK) {
-                st = open_source_at(src, path, &limits, plane, out, &err);
+                st = sp_slide_open_source_at(src, path, &limits, plane, out, &err);
             }
         }
     }
