@@ -55,22 +55,18 @@ static void state_free(icc_state *st) {
     free(st);
 }
 
-static const char *label(const sp_slide *s) { return s->open_name ? s->open_name : "slide"; }
+static const char *label(const sp_slide *s) {
+    return s->open_name ? s->open_name : "slide";
+}
 
 static const char *space_name(cmsColorSpaceSignature space) {
     switch (space) {
-    case cmsSigGrayData:
-        return "grey";
-    case cmsSigCmykData:
-        return "CMYK";
-    case cmsSigLabData:
-        return "Lab";
-    case cmsSigXYZData:
-        return "XYZ";
-    case cmsSigYCbCrData:
-        return "YCbCr";
-    default:
-        return "a non-RGB space";
+    case cmsSigGrayData: return "grey";
+    case cmsSigCmykData: return "CMYK";
+    case cmsSigLabData: return "Lab";
+    case cmsSigXYZData: return "XYZ";
+    case cmsSigYCbCrData: return "YCbCr";
+    default: return "a non-RGB space";
     }
 }
 
@@ -93,11 +89,9 @@ static sp_status build(const sp_slide *s, icc_state **out, sp_err *err) {
     sp_status status = SP_OK;
     cmsHPROFILE in = NULL, srgb = NULL;
     if (s->icc_profile_len > UINT32_MAX) {
-        status = sp_err_set(err, SP_E_LIMIT, "%s: the embedded ICC profile is too large",
-                            label(s));
+        status = sp_err_set(err, SP_E_LIMIT, "%s: the embedded ICC profile is too large", label(s));
     } else {
-        in = cmsOpenProfileFromMemTHR(st->ctx, s->icc_profile,
-                                      (cmsUInt32Number)s->icc_profile_len);
+        in = cmsOpenProfileFromMemTHR(st->ctx, s->icc_profile, (cmsUInt32Number)s->icc_profile_len);
         if (in == NULL) {
             status = sp_err_set(err, SP_E_CORRUPT,
                                 "%s: the embedded ICC profile (%zu bytes) cannot be read%s%s",
@@ -110,8 +104,8 @@ static sp_status build(const sp_slide *s, icc_state **out, sp_err *err) {
                             space_name(cmsGetColorSpace(in)));
     }
     if (status == SP_OK && (srgb = cmsCreate_sRGBProfileTHR(st->ctx)) == NULL) {
-        status = sp_err_set(err, SP_E_NOMEM, "%s: out of memory building the ICC transform",
-                            label(s));
+        status =
+            sp_err_set(err, SP_E_NOMEM, "%s: out of memory building the ICC transform", label(s));
     }
     if (status == SP_OK) {
         cmsUInt32Number intent = cmsGetHeaderRenderingIntent(in);
@@ -161,14 +155,13 @@ sp_status sp_slide_set_icc_transform(sp_slide *s, int enable, char *errbuf, size
     if (s == NULL) {
         status = sp_err_set(&err, SP_E_INVALID_ARG, "sp_slide_set_icc_transform: null slide");
     } else if (!enable) {
-        icc_state *old = __atomic_exchange_n((icc_state **)&s->icc_transform, NULL,
-                                             __ATOMIC_ACQ_REL);
+        icc_state *old =
+            __atomic_exchange_n((icc_state **)&s->icc_transform, NULL, __ATOMIC_ACQ_REL);
         state_free(old);
     } else if (s->icc_transform != NULL) {
         status = SP_OK;
     } else if (s->icc_profile == NULL) {
-        status = sp_err_set(&err, SP_E_NOT_FOUND, "%s: the slide embeds no ICC profile",
-                            label(s));
+        status = sp_err_set(&err, SP_E_NOT_FOUND, "%s: the slide embeds no ICC profile", label(s));
     } else {
         icc_state *st = NULL;
         status = build(s, &st, &err);
@@ -188,8 +181,7 @@ bool sp_slide_icc_active(const sp_slide *s) {
 
 void sp_slide_icc_apply(const sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
                         int64_t w, int64_t h) {
-    const icc_state *st = __atomic_load_n((icc_state *const *)&s->icc_transform,
-                                          __ATOMIC_ACQUIRE);
+    const icc_state *st = __atomic_load_n((icc_state *const *)&s->icc_transform, __ATOMIC_ACQUIRE);
     if (st == NULL || w <= 0 || h <= 0) {
         return;
     }

@@ -87,8 +87,8 @@ static uint8_t *make_profile(int kind, size_t *len) {
     cmsHPROFILE h;
     if (kind == 0) {
         cmsCIExyY white = {0.3457, 0.3585, 1.0};
-        cmsCIExyYTRIPLE primaries = {{0.7347, 0.2653, 1.0}, {0.1152, 0.8264, 1.0},
-                                     {0.1566, 0.0177, 1.0}};
+        cmsCIExyYTRIPLE primaries = {
+            {0.7347, 0.2653, 1.0}, {0.1152, 0.8264, 1.0}, {0.1566, 0.0177, 1.0}};
         cmsToneCurve *g = cmsBuildGamma(NULL, 1.8);
         cmsToneCurve *curves[3] = {g, g, g};
         h = cmsCreateRGBProfile(&white, &primaries, curves);
@@ -138,8 +138,8 @@ static void test_conversion(void) {
     /* The oracle: LittleCMS itself, same profiles and intent, on the stored pixels. */
     cmsHPROFILE in = cmsOpenProfileFromMem(profile, (cmsUInt32Number)len);
     cmsHPROFILE srgb = cmsCreate_sRGBProfile();
-    cmsHTRANSFORM t = cmsCreateTransform(in, TYPE_RGB_8, srgb, TYPE_RGB_8,
-                                         cmsGetHeaderRenderingIntent(in), 0);
+    cmsHTRANSFORM t =
+        cmsCreateTransform(in, TYPE_RGB_8, srgb, TYPE_RGB_8, cmsGetHeaderRenderingIntent(in), 0);
     static uint8_t want[W * H * 3], rgb[W * H * 3], rgba[(W + 8) * H * 4];
     cmsDoTransform(t, stored, want, W * H);
     cmsDeleteTransform(t);
