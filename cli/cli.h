@@ -24,6 +24,13 @@ bool cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 /* Open a slide, or print the one-line error and return NULL. */
 sp_slide *cli_open_slide(const char *path);
 
+/* cli_open_slide showing plane (z, c, t) = plane[0..2] (--z, --c, --t). */
+sp_slide *cli_open_slide_plane(const char *path, const int64_t plane[3]);
+
+/* --icc: have the slide's reads convert from its embedded ICC profile to sRGB. A slide with no
+ * profile is read as stored (true); a profile that cannot be used is reported (false). */
+bool cli_slide_icc(sp_slide *slide);
+
 /* Whether `path` ends with `ext` (case-insensitive, e.g. ".png"). */
 bool cli_has_extension(const char *path, const char *ext);
 

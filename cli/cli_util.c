@@ -67,6 +67,37 @@ sp_slide *cli_open_slide(const char *path) {
     return slide;
 }
 
+sp_slide *cli_open_slide_plane(const char *path, const int64_t plane[3]) {
+    if (plane[0] == 0 && plane[1] == 0 && plane[2] == 0) {
+        return cli_open_slide(path);
+    }
+    sp_options *options = NULL;
+    if (sp_options_create(&options) != SP_OK) {
+        cli_fail("out of memory");
+        return NULL;
+    }
+    sp_options_set_plane(options, plane[0], plane[1], plane[2]);
+    sp_slide *slide = NULL;
+    char err[1024];
+    sp_status st = sp_slide_open_with(path, options, &slide, err, sizeof err);
+    sp_options_destroy(options);
+    if (st != SP_OK) {
+        cli_fail("%s", err);
+        return NULL;
+    }
+    return slide;
+}
+
+bool cli_slide_icc(sp_slide *slide) {
+    char err[1024];
+    sp_status st = sp_slide_set_icc_transform(slide, 1, err, sizeof err);
+    if (st != SP_OK && st != SP_E_NOT_FOUND) {
+        cli_fail("%s", err);
+        return false;
+    }
+    return true;
+}
+
 bool cli_has_extension(const char *path, const char *ext) {
     size_t n = strlen(path), e = strlen(ext);
     return n > e && strcasecmp(path + n - e, ext) == 0;

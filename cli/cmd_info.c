@@ -56,6 +56,24 @@ cJSON *cli_info_json(const sp_slide *slide) {
     if (pixel_hash != NULL) {
         cJSON_AddStringToObject(root, "pixel_hash", pixel_hash);
     }
+    /* The embedded ICC profile's size in bytes (null: none); `region --icc` converts with it. */
+    const uint8_t *icc;
+    size_t icc_len;
+    if (sp_slide_icc_profile(slide, &icc, &icc_len) == SP_OK) {
+        cJSON_AddNumberToObject(root, "icc_profile_size", (double)icc_len);
+    } else {
+        cJSON_AddNullToObject(root, "icc_profile_size");
+    }
+    /* Planes: how many along each axis, and the one shown (region --z/--c/--t pick another). */
+    cJSON *planes = cJSON_AddObjectToObject(root, "planes");
+    static const char *const AXES[3] = {"z", "c", "t"};
+    for (int i = 0; i < 3; i++) {
+        cJSON_AddNumberToObject(planes, AXES[i], (double)sp_slide_plane_count(slide, i));
+    }
+    cJSON *shown = cJSON_AddObjectToObject(root, "plane");
+    for (int i = 0; i < 3; i++) {
+        cJSON_AddNumberToObject(shown, AXES[i], (double)sp_slide_plane(slide, i));
+    }
     cJSON *assoc = cJSON_AddObjectToObject(root, "associated");
     for (int32_t i = 0; i < sp_slide_associated_count(slide); i++) {
         const char *name = sp_slide_associated_name(slide, i);
@@ -88,6 +106,16 @@ static void print_text(sp_slide *slide, const char *path) {
     if (pixel_hash != NULL) {
         printf("  pixel hash (recorded): %s\n", pixel_hash);
     }
+    const uint8_t *icc;
+    size_t icc_len;
+    if (sp_slide_icc_profile(slide, &icc, &icc_len) == SP_OK) {
+        printf("  ICC profile: %zu bytes\n", icc_len);
+    } else {
+        printf("  ICC profile: none\n");
+    }
+    printf("  planes: z %lld, c %lld, t %lld\n", (long long)sp_slide_plane_count(slide, SP_PLANE_Z),
+           (long long)sp_slide_plane_count(slide, SP_PLANE_C),
+           (long long)sp_slide_plane_count(slide, SP_PLANE_T));
     printf("  levels: %d\n", sp_slide_level_count(slide));
     for (int32_t i = 0; i < sp_slide_level_count(slide); i++) {
         int64_t w, h, tw, th;

@@ -2,7 +2,9 @@
  * read one region (x, y in level-0 pixels; width, height in pixels of the level) and write it
  * as an RGBA PNG (.png) or raw straight RGBA8 bytes, row-major with no header (.rgba). With
  * --device cuda the region is read into GPU memory (sp_cuda_read_region) and copied back to be
- * written, which shows the GPU path gives the same pixels. */
+ * written, which shows the GPU path gives the same pixels. With --icc the pixels are converted
+ * from the slide's embedded ICC profile to sRGB (as stored when it has none); --z/--c/--t read
+ * another focal plane, channel or time point (OME-TIFF). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,7 @@
 
 static const char USAGE[] =
     "slidepipe region SLIDE --level L --x X --y Y --width W --height H -o OUT.png|OUT.rgba "
-    "[--device cpu|cuda]";
+    "[--device cpu|cuda] [--icc] [--z Z] [--c C] [--t T]";
 
 /* The largest region one call writes: 4 GiB of RGBA. */
 #define MAX_REGION_BYTES (INT64_C(4) << 30)
@@ -53,12 +55,17 @@ int cmd_region(int argc, char **argv) {
                                          {"height", required_argument, NULL, 'H'},
                                          {"output", required_argument, NULL, 'o'},
                                          {"device", required_argument, NULL, 'd'},
+                                         {"icc", no_argument, NULL, 'i'},
+                                         {"z", required_argument, NULL, 'Z'},
+                                         {"c", required_argument, NULL, 'C'},
+                                         {"t", required_argument, NULL, 'T'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int64_t v[5] = {0, -1, -1, -1, -1}; /* level, x, y, width, height */
     bool seen[5] = {false};
     const char *out = NULL;
-    bool cuda = false;
+    bool cuda = false, icc = false;
+    int64_t plane[3] = {0, 0, 0}; /* --z, --c, --t */
     opterr = 0;
     optind = 1;
     int c;
@@ -95,6 +102,17 @@ int cmd_region(int argc, char **argv) {
             }
             cuda = strcmp(optarg, "cuda") == 0;
             continue;
+        case 'i': icc = true; continue;
+        case 'Z':
+        case 'C':
+        case 'T': {
+            int axis = c == 'Z' ? 0 : c == 'C' ? 1 : 2;
+            if (!cli_parse_int(optarg, 0, INT64_C(1) << 31, &plane[axis])) {
+                return cli_usage_error(USAGE, "bad value '%s' for --%c (an integer from 0)",
+                                       optarg, "zct"[axis]);
+            }
+            continue;
+        }
         case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
         case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
@@ -125,8 +143,12 @@ int cmd_region(int argc, char **argv) {
         return cli_usage_error(USAGE, "a %lldx%lld region is over the 4 GiB limit of one read",
                                (long long)w, (long long)h);
     }
-    sp_slide *slide = cli_open_slide(argv[optind]);
+    sp_slide *slide = cli_open_slide_plane(argv[optind], plane);
     if (slide == NULL) {
+        return CLI_RUNTIME_ERROR;
+    }
+    if (icc && !cli_slide_icc(slide)) {
+        sp_slide_close(slide);
         return CLI_RUNTIME_ERROR;
     }
     int rc = CLI_OK;

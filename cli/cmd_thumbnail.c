@@ -1,7 +1,9 @@
 /* cmd_thumbnail.c — `slidepipe thumbnail SLIDE --max-size N -o OUT.png`: the whole slide
  * scaled so its longer side is N pixels, in one sp_slide_read_region_scaled call: the best
  * level, DCT-scaled decoding where the tiles are JPEG, an area average for the rest; memory is
- * one band of tile rows and each stored tile is decoded once. */
+ * one band of tile rows and each stored tile is decoded once. With --icc the pixels are
+ * converted from the slide's embedded ICC profile to sRGB (as stored when it has none);
+ * --z/--c/--t show another focal plane, channel or time point (OME-TIFF). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,15 +12,22 @@
 
 #include "cli.h"
 
-static const char USAGE[] = "slidepipe thumbnail SLIDE --max-size N -o OUT.png";
+static const char USAGE[] =
+    "slidepipe thumbnail SLIDE --max-size N -o OUT.png [--icc] [--z Z] [--c C] [--t T]";
 
 int cmd_thumbnail(int argc, char **argv) {
     static const struct option opts[] = {{"max-size", required_argument, NULL, 'm'},
                                          {"output", required_argument, NULL, 'o'},
+                                         {"icc", no_argument, NULL, 'i'},
+                                         {"z", required_argument, NULL, 'Z'},
+                                         {"c", required_argument, NULL, 'C'},
+                                         {"t", required_argument, NULL, 'T'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int64_t max_size = -1;
     const char *out = NULL;
+    bool icc = false;
+    int64_t plane[3] = {0, 0, 0}; /* --z, --c, --t */
     opterr = 0;
     optind = 1;
     int c;
@@ -31,6 +40,17 @@ int cmd_thumbnail(int argc, char **argv) {
             }
             break;
         case 'o': out = optarg; break;
+        case 'i': icc = true; break;
+        case 'Z':
+        case 'C':
+        case 'T': {
+            int axis = c == 'Z' ? 0 : c == 'C' ? 1 : 2;
+            if (!cli_parse_int(optarg, 0, INT64_C(1) << 31, &plane[axis])) {
+                return cli_usage_error(USAGE, "bad value '%s' for --%c (an integer from 0)",
+                                       optarg, "zct"[axis]);
+            }
+            break;
+        }
         case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
         case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
@@ -45,8 +65,12 @@ int cmd_thumbnail(int argc, char **argv) {
     if (optind != argc - 1) {
         return cli_usage_error(USAGE, "expected exactly one SLIDE");
     }
-    sp_slide *slide = cli_open_slide(argv[optind]);
+    sp_slide *slide = cli_open_slide_plane(argv[optind], plane);
     if (slide == NULL) {
+        return CLI_RUNTIME_ERROR;
+    }
+    if (icc && !cli_slide_icc(slide)) {
+        sp_slide_close(slide);
         return CLI_RUNTIME_ERROR;
     }
     int64_t w0, h0;

@@ -2,8 +2,9 @@
  * is parsed and frame-indexed directly (whatever its SOP class), then opened as a slide from
  * memory (one instance, read alone: the source's name is not a file on disk, so no folder is
  * searched), and every level's first tiles, a region crossing tile borders, the far corner and
- * every small associated image are read. Limits are lowered so that hostile sizes hit them
- * quickly instead of allocating gigabytes. */
+ * every small associated image are read; a file with several focal planes or optical paths is
+ * opened and read once more at its last plane. Limits are lowered so that hostile sizes hit
+ * them quickly instead of allocating gigabytes. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -59,6 +60,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (sp_slide_open_source(src, NAME, &limits, &slide, &err) != SP_OK) {
         return 0;
     }
+    /* A file with several focal planes or optical paths: its last plane is read too. */
+    int64_t plane[3] = {sp_slide_plane_count(slide, SP_PLANE_Z) - 1,
+                        sp_slide_plane_count(slide, SP_PLANE_C) - 1, 0};
     fuzz_read_slide(slide);
+    if ((plane[0] > 0 || plane[1] > 0) &&
+        sp_source_open_memory(data, size, NAME, &src, &err) == SP_OK &&
+        sp_slide_open_source_at(src, NAME, &limits, plane, &slide, &err) == SP_OK) {
+        fuzz_read_slide(slide);
+    }
     return 0;
 }

@@ -1225,6 +1225,47 @@ SP_API sp_status sp_stains_estimate_cached(sp_slide *slide, int64_t max_side, sp
                                            sp_reinhard_stats *reinhard, int *from_cache,
                                            char *err, size_t err_len);
 
+/* ---- ICC profiles (issue #27) --------------------------------------------------------------- */
+
+/* The ICC profile embedded in the slide, as stored: TIFF tag 34675 (ICCProfile) of the first
+ * level that carries one (Aperio, generic TIFF, NDPI, Philips and the other TIFF formats), or
+ * the ICC Profile (0028,2000) of the first item of a DICOM level's Optical Path Sequence.
+ * *data points into the slide and stays valid until sp_slide_close; *len is its size in bytes.
+ * SP_E_NOT_FOUND (*data NULL, *len 0) when the slide has none; SP_E_INVALID_ARG for NULL
+ * arguments. The profile is not checked here (sp_slide_set_icc_transform parses it).
+ * Thread-safe. */
+SP_API sp_status sp_slide_icc_profile(const sp_slide *slide, const uint8_t **data, size_t *len);
+
+/* With `enable` non-zero, every later read of the slide's levels (sp_slide_read_region,
+ * sp_read_regions, sp_slide_read_region_scaled, sp_slide_read_image, and conversion and
+ * processing, which read through them) converts its pixels from the embedded profile to sRGB
+ * through LittleCMS, with the profile's own rendering intent (as OpenSlide's examples with
+ * Pillow's ImageCms do); alpha is kept, and transparent pixels stay (0,0,0,0). Associated
+ * images are not converted. The transform is built once here and then shared by every thread
+ * reading the slide. `enable` 0 turns conversion off again. Errors (the slide unchanged):
+ * SP_E_NOT_FOUND when the slide embeds no profile, SP_E_CORRUPT when LittleCMS cannot read it,
+ * SP_E_UNSUPPORTED for a profile that is not of RGB data; the message, naming the file, goes to
+ * err (may be NULL). Not thread-safe against reads of the same slide running at the time:
+ * call it after open, before reading. */
+SP_API sp_status sp_slide_set_icc_transform(sp_slide *slide, int enable, char *err,
+                                            size_t err_len);
+
+/* ---- Planes: focal planes, channels, time points (issue #27) --------------------------------- */
+
+typedef enum sp_plane_axis { SP_PLANE_Z = 0, SP_PLANE_C = 1, SP_PLANE_T = 2 } sp_plane_axis;
+
+/* Open the slide's plane (z, c, t) instead of (0, 0, 0): focal plane z, channel plane c (an RGB
+ * page's three samples are one channel plane) and time point t, each from 0. Formats with
+ * planes: OME-TIFF (its first Image's planes). A slide of another format, or a plane beyond the
+ * slide's, fails to open with SP_E_INVALID_ARG and a message naming the file and the sizes.
+ * SP_E_INVALID_ARG for a negative index or NULL options. */
+SP_API sp_status sp_options_set_plane(sp_options *options, int64_t z, int64_t c, int64_t t);
+
+/* How many planes the slide has along `axis` (1 for a format without planes, 0 for NULL or a bad
+ * axis), and which one it shows. Thread-safe. */
+SP_API int64_t sp_slide_plane_count(const sp_slide *slide, sp_plane_axis axis);
+SP_API int64_t sp_slide_plane(const sp_slide *slide, sp_plane_axis axis);
+
 #ifdef __cplusplus
 }
 #endif

@@ -110,9 +110,12 @@ static int64_t region_bytes(int64_t width, int64_t height, int rgb) {
 /* ---- Slide ------------------------------------------------------------------------------- */
 
 static int slide_init(core_slide *self, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"path", NULL};
+    static char *names[] = {"path", "apply_icc", "plane", NULL};
     PyObject *path_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&", names, PyUnicode_FSConverter, &path_obj)) {
+    int apply_icc = 0;
+    long long plane[3] = {0, 0, 0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|p(LLL)", names, PyUnicode_FSConverter,
+                                     &path_obj, &apply_icc, &plane[0], &plane[1], &plane[2])) {
         return -1;
     }
     if (self->slide != NULL) {
@@ -124,7 +127,29 @@ static int slide_init(core_slide *self, PyObject *args, PyObject *kwds) {
     sp_slide *slide = NULL;
     sp_status st;
     PyThreadState *ts = PyEval_SaveThread();
-    st = sp_slide_open(PyBytes_AS_STRING(path_obj), &slide, err, sizeof err);
+    sp_options *options = NULL;
+    st = sp_options_create(&options);
+    if (st == SP_OK) {
+        st = sp_options_set_plane(options, plane[0], plane[1], plane[2]);
+        if (st != SP_OK) {
+            snprintf(err, sizeof err, "plane (%lld, %lld, %lld): indices are from 0", plane[0],
+                     plane[1], plane[2]);
+        }
+    }
+    if (st == SP_OK) {
+        st = sp_slide_open_with(PyBytes_AS_STRING(path_obj), options, &slide, err, sizeof err);
+    }
+    sp_options_destroy(options);
+    if (st == SP_OK && apply_icc) {
+        /* A slide without a profile is read as stored; a broken profile fails the open. */
+        st = sp_slide_set_icc_transform(slide, 1, err, sizeof err);
+        if (st == SP_E_NOT_FOUND) {
+            st = SP_OK;
+        } else if (st != SP_OK) {
+            sp_slide_close(slide);
+            slide = NULL;
+        }
+    }
     PyEval_RestoreThread(ts);
     Py_DECREF(path_obj);
     if (st != SP_OK) {
@@ -307,6 +332,31 @@ static PyObject *slide_read_region_scaled(core_slide *self, PyObject *args) {
     return read_into(self, args, 1);
 }
 
+static PyObject *slide_planes(core_slide *self, PyObject *unused) {
+    if (check_open(self)) {
+        return NULL;
+    }
+    const sp_slide *s = self->slide;
+    return Py_BuildValue("((LLL)(LLL))", (long long)sp_slide_plane_count(s, SP_PLANE_Z),
+                         (long long)sp_slide_plane_count(s, SP_PLANE_C),
+                         (long long)sp_slide_plane_count(s, SP_PLANE_T),
+                         (long long)sp_slide_plane(s, SP_PLANE_Z),
+                         (long long)sp_slide_plane(s, SP_PLANE_C),
+                         (long long)sp_slide_plane(s, SP_PLANE_T));
+}
+
+static PyObject *slide_icc_profile(core_slide *self, PyObject *unused) {
+    if (check_open(self)) {
+        return NULL;
+    }
+    const uint8_t *data;
+    size_t len;
+    if (sp_slide_icc_profile(self->slide, &data, &len) != SP_OK) {
+        Py_RETURN_NONE;
+    }
+    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)len);
+}
+
 static PyObject *slide_error(core_slide *self, PyObject *unused) {
     const char *msg = self->slide != NULL ? sp_slide_error(self->slide) : NULL;
     if (msg == NULL) {
@@ -391,6 +441,10 @@ static PyMethodDef slide_methods[] = {
     {"read_region_scaled", (PyCFunction)slide_read_region_scaled, METH_VARARGS,
      "read_region_scaled(out, downsample, x, y, width, height, rgb)"},
     {"error", (PyCFunction)slide_error, METH_NOARGS, "The slide's sticky error, or None."},
+    {"planes", (PyCFunction)slide_planes, METH_NOARGS,
+     "((z, c, t) plane counts, (z, c, t) plane shown)"},
+    {"icc_profile", (PyCFunction)slide_icc_profile, METH_NOARGS,
+     "The embedded ICC profile as bytes, or None."},
     {"tissue_mask", (PyCFunction)slide_tissue_mask, METH_VARARGS,
      "tissue_mask(max_side) -> (bytes, width, height, downsample, threshold, fraction)"},
     {"stains", (PyCFunction)slide_stains, METH_VARARGS,

@@ -105,12 +105,21 @@ class Slide:
     """An open whole-slide image. Safe to read from many threads at once; close it (or use
     ``with``) when done. ``mpp`` overrides the slide's microns per pixel (for slides that do not
     record it). A Slide pickles as its path and options and reopens lazily where it is unpickled
-    (a DataLoader worker, a Ray task), on its first read."""
+    (a DataLoader worker, a Ray task), on its first read. With ``apply_icc=True`` every level
+    read (regions, scaled regions, batches) is converted from the slide's embedded ICC profile
+    to sRGB (a slide without one is read as stored); it is fixed for the Slide, not per call,
+    because the handle is shared by the threads reading it. ``plane=(z, c, t)`` opens that focal
+    plane, channel plane and time point (OME-TIFF, DICOM; docs/formats.md, "Planes") instead of
+    the first; ``planes`` says how many there are."""
 
-    def __init__(self, path, *, mpp=None):
+    def __init__(self, path, *, mpp=None, apply_icc=False, plane=None):
         self.path = os.fspath(path)
         self._mpp_override = _mpp_pair(mpp)
-        self._core_obj = _core.Slide(self.path)
+        self.apply_icc = bool(apply_icc)
+        self._plane = tuple(int(v) for v in plane) if plane is not None else (0, 0, 0)
+        if len(self._plane) != 3:
+            raise ValueError(f"plane is (z, c, t), not {plane!r}")
+        self._core_obj = _core.Slide(self.path, apply_icc=self.apply_icc, plane=self._plane)
         self._closed = False
         self.format = self._core_obj.format()
         self.levels = tuple(Level(*t) for t in self._core_obj.levels())
@@ -123,13 +132,15 @@ class Slide:
         if core is None:
             with _REOPEN:
                 if self._core_obj is None:
-                    self._core_obj = _core.Slide(self.path)
+                    self._core_obj = _core.Slide(self.path, apply_icc=self.apply_icc,
+                                                 plane=self._plane)
                 core = self._core_obj
         return core
 
     def __reduce__(self):
         return (_unpickle_slide, (self.path, self._mpp_override, self.format,
-                                  tuple(_level_tuple(lv) for lv in self.levels)))
+                                  tuple(_level_tuple(lv) for lv in self.levels), self.apply_icc,
+                                  self._plane))
 
     def close(self):
         """Close the slide; further reads raise ValueError. Closing twice is harmless."""
@@ -182,6 +193,22 @@ class Slide:
         if "slidepipe.mpp-x" in p and "slidepipe.mpp-y" in p:
             return (float(p["slidepipe.mpp-x"]), float(p["slidepipe.mpp-y"]))
         return None
+
+    @property
+    def planes(self):
+        """{"z": focal planes, "c": channel planes, "t": time points} (1 each for most formats)."""
+        counts, _ = self._core.planes()
+        return dict(zip("zct", counts))
+
+    @property
+    def plane(self):
+        """The plane this Slide shows, (z, c, t)."""
+        return self._plane
+
+    @property
+    def icc_profile(self):
+        """The ICC profile embedded in the slide, as stored (bytes), or None."""
+        return self._core.icc_profile()
 
     @property
     def associated_images(self):
@@ -263,10 +290,11 @@ class Slide:
         return self._core.pixel_hash(int(threads))
 
 
-def open(path, *, mpp=None):
+def open(path, *, mpp=None, apply_icc=False, plane=None):
     """Open the slide at `path` (any format slidepipe reads; OME-Zarr too); `mpp` overrides its
-    microns per pixel (a number, or (x, y))."""
-    return Slide(path, mpp=mpp)
+    microns per pixel (a number, or (x, y)); `apply_icc` converts reads to sRGB, `plane` picks
+    (z, c, t) (Slide)."""
+    return Slide(path, mpp=mpp, apply_icc=apply_icc, plane=plane)
 
 
 _REOPEN = threading.Lock()
@@ -286,10 +314,11 @@ def _level_tuple(level):
             level.compression)
 
 
-def _unpickle_slide(path, mpp, fmt, levels):
+def _unpickle_slide(path, mpp, fmt, levels, apply_icc=False, plane=(0, 0, 0)):
     """A Slide that opens its file on first use (Slide.__reduce__)."""
     slide = Slide.__new__(Slide)
     slide.path, slide._mpp_override, slide.format = path, mpp, fmt
+    slide.apply_icc, slide._plane = apply_icc, tuple(plane)
     slide.levels = tuple(Level(*t) for t in levels)
     slide._core_obj, slide._closed, slide._properties = None, False, None
     return slide

@@ -10,6 +10,7 @@
 
 struct sp_options {
     sp_limits limits;
+    int64_t plane[3]; /* z, c, t to open (sp_options_set_plane) */
 };
 
 const char *sp_version(void) {
@@ -48,6 +49,7 @@ sp_status sp_options_create(sp_options **out) {
         return SP_E_NOMEM;
     }
     sp_limits_default(&(*out)->limits);
+    (*out)->plane[0] = (*out)->plane[1] = (*out)->plane[2] = 0;
     return SP_OK;
 }
 
@@ -70,3 +72,19 @@ int64_t sp_options_get_limit(const sp_options *options, sp_limit limit) {
 
 /* Used by slide.c to read the limits out of an options object. */
 const sp_limits *sp_options_limits(const sp_options *options) { return &options->limits; }
+
+sp_status sp_options_set_plane(sp_options *options, int64_t z, int64_t c, int64_t t) {
+    if (options == NULL || z < 0 || c < 0 || t < 0) {
+        return SP_E_INVALID_ARG;
+    }
+    options->plane[0] = z;
+    options->plane[1] = c;
+    options->plane[2] = t;
+    return SP_OK;
+}
+
+void sp_options_plane(const sp_options *options, int64_t plane[3]) {
+    for (int i = 0; i < 3; i++) {
+        plane[i] = options != NULL ? options->plane[i] : 0;
+    }
+}

@@ -39,4 +39,7 @@ sp_status sp_calloc(const sp_limits *limits, uint64_t count, uint64_t size, cons
 /* The limits an options object carries (api_misc.c). */
 const sp_limits *sp_options_limits(const sp_options *options);
 
+/* The plane (z, c, t) an options object asks to open (zeros for NULL). */
+void sp_options_plane(const sp_options *options, int64_t plane[3]);
+
 #endif

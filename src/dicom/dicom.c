@@ -88,6 +88,7 @@ static const wanted WANTED[] = {
      SP_DICOM_PIXEL_SPACING},
     {TAG(0x7FE0, 0x0001), {0, 0}, 0, "OV", SP_DICOM_EXTENDED_OFFSET_TABLE},
     {TAG(0x7FE0, 0x0002), {0, 0}, 0, "OV", SP_DICOM_EXTENDED_OFFSET_TABLE_LENGTHS},
+    {TAG(0x0028, 0x2000), {TAG(0x0048, 0x0105), 0}, 1, "OB", SP_DICOM_ICC_PROFILE},
 };
 
 /* Sequences on the paths above: in implicit VR a defined-length value is only known to be a

@@ -67,6 +67,7 @@ typedef enum sp_dicom_attr {
     SP_DICOM_PIXEL_SPACING,                   /* (5200,9229)[0] > (0028,9110)[0] > (0028,0030) */
     SP_DICOM_EXTENDED_OFFSET_TABLE,           /* (7FE0,0001) */
     SP_DICOM_EXTENDED_OFFSET_TABLE_LENGTHS,   /* (7FE0,0002) */
+    SP_DICOM_ICC_PROFILE,                     /* (0048,0105)[0] > (0028,2000) */
     SP_DICOM_ATTR_COUNT_
 } sp_dicom_attr;
 

@@ -69,7 +69,8 @@ typedef struct image {
     int64_t samples, planar;
     instance **members; /* one, or a concatenation in InConcatenationNumber order */
     uint32_t n_members;
-    bool direct;   /* single TILED_FULL instance: frame = tile index */
+    bool direct;   /* single TILED_FULL instance: frame = frame_base + tile index */
+    uint64_t frame_base; /* direct: the first frame of the plane shown (0: the first plane) */
     tile_ref *map; /* otherwise: sorted by tile, one entry per present tile */
     uint64_t n_map;
 } image;
@@ -701,8 +702,8 @@ static bool find_tile(const image *im, int64_t col, int64_t row, uint32_t *k, ui
     uint64_t t = (uint64_t)row * (uint64_t)im->across + (uint64_t)col;
     if (im->direct) {
         *k = 0;
-        *frame = t;
-        return t < im->members[0]->dcm->n_frames;
+        *frame = im->frame_base + t;
+        return *frame < im->members[0]->dcm->n_frames;
     }
     uint64_t lo = 0, hi = im->n_map;
     while (lo < hi) {
@@ -952,14 +953,18 @@ static sp_status add_properties(sp_slide *s, const image *level0, sp_err *err) {
         power < 1e9) {
         st = add_number(s, SP_PROPERTY_OBJECTIVE_POWER, power, err);
     }
+    const sp_dicom_value *icc = &d->attrs[SP_DICOM_ICC_PROFILE];
+    if (st == SP_OK && icc->present && icc->len > 0) {
+        st = sp_slide_set_icc_profile(s, icc->data, icc->len, err);
+    }
     int64_t planes = 1, paths = 1;
     sp_dicom_int(d, SP_DICOM_TOTAL_PIXEL_MATRIX_FOCAL_PLANES, &planes);
     sp_dicom_int(d, SP_DICOM_NUMBER_OF_OPTICAL_PATHS, &paths);
     if (st == SP_OK && (planes > 1 || paths > 1)) {
         char note[160];
-        snprintf(note, sizeof note,
-                 "first focal plane of %lld and first optical path of %lld (others not read)",
-                 (long long)planes, (long long)paths);
+        snprintf(note, sizeof note, "focal plane %lld of %lld and optical path %lld of %lld",
+                 (long long)s->plane[0], (long long)planes, (long long)s->plane[1],
+                 (long long)paths);
         st = sp_props_set(&s->props, "dicom.slidepipe.plane", note, err);
     }
     return st;
@@ -1003,6 +1008,43 @@ static const char *associated_name(const char *flavor) {
 
 static const char *compression_name(codec_kind c) {
     return c == CODEC_JPEG ? "jpeg" : c == CODEC_J2K ? "jpeg2000" : "none";
+}
+
+/* Planes of a level stored as one TILED_FULL instance: its frames are ordered by tile, then
+ * focal plane, then optical path (PS3.3 C.7.6.17.3), so plane (z, c) starts at frame
+ * (c * focal planes + z) * tiles. The slide's plane counts are the fewest any level has (a level
+ * of another organisation has one of each: its frames are placed by position, first plane
+ * first); the requested plane (s->plane) is shown where every level has it, and the slide layer
+ * refuses it otherwise. Time points do not exist in WSI instances. */
+static sp_status select_plane(sp_slide *s, image *im, sp_err *err) {
+    int64_t focal = 1, paths = 1;
+    if (im->direct) {
+        const sp_dicom *d = im->members[0]->dcm;
+        sp_dicom_int(d, SP_DICOM_TOTAL_PIXEL_MATRIX_FOCAL_PLANES, &focal);
+        sp_dicom_int(d, SP_DICOM_NUMBER_OF_OPTICAL_PATHS, &paths);
+        focal = focal >= 1 && focal <= (1 << 20) ? focal : 1;
+        paths = paths >= 1 && paths <= (1 << 20) ? paths : 1;
+    }
+    bool first = s->n_levels == 0;
+    s->plane_count[0] = first || focal < s->plane_count[0] ? focal : s->plane_count[0];
+    s->plane_count[1] = first || paths < s->plane_count[1] ? paths : s->plane_count[1];
+    if (!im->direct || s->plane[0] >= focal || s->plane[1] >= paths ||
+        (s->plane[0] == 0 && s->plane[1] == 0)) {
+        return SP_OK;
+    }
+    uint64_t tiles = (uint64_t)im->across * (uint64_t)im->down;
+    uint64_t index = (uint64_t)s->plane[1] * (uint64_t)focal + (uint64_t)s->plane[0];
+    const instance *in = im->members[0];
+    if (tiles != 0 && index > (in->dcm->n_frames - 1) / tiles) {
+        return sp_err_set(err, SP_E_CORRUPT,
+                          "%s: focal plane %lld of optical path %lld would start at frame %llu, "
+                          "but the instance has %llu frames",
+                          in->name, (long long)s->plane[0], (long long)s->plane[1],
+                          (unsigned long long)(index * tiles + 1),
+                          (unsigned long long)in->dcm->n_frames);
+    }
+    im->frame_base = index * tiles;
+    return SP_OK;
 }
 
 /* Group the VOLUME instances by level size and add the levels. */
@@ -1053,6 +1095,9 @@ static sp_status add_levels(sp_slide *s, dicom_slide *ds, image **level0, sp_err
         }
         if (st == SP_OK) {
             st = keep_image(ds, im, err);
+        }
+        if (st == SP_OK) {
+            st = select_plane(s, im, err);
         }
         if (st == SP_OK) {
             sp_level l = {.width = im->width,

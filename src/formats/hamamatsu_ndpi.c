@@ -473,6 +473,7 @@ static sp_status add_level(sp_slide *s, ndpi_level *nl, const ndpi_stream *ns, c
         .compression = "jpeg",
         .priv = nl,
     };
+    sp_tiff_slide_take_icc(s, d); /* the first level's embedded ICC profile */
     return sp_slide_add_level(s, &l, err);
 }
 

@@ -57,10 +57,13 @@ static const char *base_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-/* The main-chain directory holding plane 0 of image `i`. Images without TiffData are taken to
- * follow one another in the chain, so their planes start after those of earlier images. */
-static sp_status plane0_dir(const sp_tiff *t, const sp_ome *ome, uint32_t i,
-                            const sp_tiff_dir **dir, sp_err *err) {
+/* The main-chain directory holding plane (z, c, t) of image `i` (plane[0..2]; NULL for plane
+ * 0). Images without TiffData are taken to follow one another in the chain, so their planes
+ * start after those of earlier images. */
+static sp_status plane_dir(const sp_tiff *t, const sp_ome *ome, uint32_t i, const int64_t *plane,
+                           const sp_tiff_dir **dir, sp_err *err) {
+    uint64_t z = plane ? (uint64_t)plane[0] : 0, c = plane ? (uint64_t)plane[1] : 0;
+    uint64_t tp = plane ? (uint64_t)plane[2] : 0;
     uint64_t base = 0;
     for (uint32_t k = 0; k < i; k++) {
         uint64_t planes = sp_ome_image_planes(&ome->images[k]);
@@ -70,15 +73,16 @@ static sp_status plane0_dir(const sp_tiff *t, const sp_ome *ome, uint32_t i,
     }
     uint64_t ifd;
     const sp_ome_tiffdata *td;
-    sp_status st = sp_ome_plane_ifd(&ome->images[i], 0, 0, 0, base, &ifd, &td, err);
+    sp_status st = sp_ome_plane_ifd(&ome->images[i], z, c, tp, base, &ifd, &td, err);
     if (st != SP_OK) {
         return st;
     }
     if (ifd >= t->n_dirs) {
         return sp_err_set(err, SP_E_CORRUPT,
-                          "OME-XML Image %u plane Z=0 C=0 T=0 is in IFD %llu, "
+                          "OME-XML Image %u plane Z=%llu C=%llu T=%llu is in IFD %llu, "
                           "but the file has %u",
-                          i, (unsigned long long)ifd, t->n_dirs);
+                          i, (unsigned long long)z, (unsigned long long)c,
+                          (unsigned long long)tp, (unsigned long long)ifd, t->n_dirs);
     }
     *dir = &t->dirs[ifd];
     return SP_OK;
@@ -117,7 +121,7 @@ static sp_status add_associated(sp_slide *s, const sp_ome *ome, const char *file
         /* An associated image that cannot be found in this file is left out, as OpenSlide
          * leaves out undecodable ones; only the slide itself must be readable. */
         if (sp_ome_check_single_file(ome, im, file_name, &ignored) != SP_OK ||
-            plane0_dir(s->container, ome, i, &d, &ignored) != SP_OK) {
+            plane_dir(s->container, ome, i, NULL, &d, &ignored) != SP_OK) {
             continue;
         }
         st = sp_tiff_slide_add_associated(s, kind, d, err);
@@ -194,7 +198,10 @@ static sp_status add_properties(sp_slide *s, const sp_ome *ome, const sp_tiff_di
     uint64_t planes = sp_ome_image_planes(im);
     uint64_t shown_together = rgb ? sp_ome_image_channel_planes(im) : 1;
     if (st == SP_OK && planes > shown_together) {
-        st = sp_props_set(&s->props, "ome.PlaneShown", "Z=0 C=0 T=0", err);
+        char shown[96];
+        snprintf(shown, sizeof shown, "Z=%lld C=%lld T=%lld", (long long)s->plane[0],
+                 (long long)s->plane[1], (long long)s->plane[2]);
+        st = sp_props_set(&s->props, "ome.PlaneShown", shown, err);
     }
     if (st == SP_OK && im->physical_size_x > 0) {
         st = set_double(s, "ome.PhysicalSizeX", im->physical_size_x, err);
@@ -240,14 +247,31 @@ static sp_status ome_open(sp_slide *s, sp_probe *p, sp_err *err) {
         st = sp_ome_check_single_file(ome, &ome->images[0], file_name, err);
     }
     if (st == SP_OK) {
-        st = plane0_dir(t, ome, 0, &base, err);
+        /* The planes a caller may ask for (sp_options_set_plane); the slide layer refuses one
+         * beyond these after open, so only a plane within them is looked up here. */
+        const sp_ome_image *im0 = &ome->images[0];
+        bool rgb = t->dirs[0].samples_per_pixel >= 3;
+        s->plane_count[0] = im0->size_z > 0 ? im0->size_z : 1;
+        s->plane_count[1] = rgb ? 1 : sp_ome_image_channel_planes(im0);
+        s->plane_count[1] = s->plane_count[1] > 0 ? s->plane_count[1] : 1;
+        s->plane_count[2] = im0->size_time > 0 ? im0->size_time : 1;
+        bool within = true;
+        for (int i = 0; i < 3; i++) {
+            within = within && s->plane[i] < s->plane_count[i];
+        }
+        st = within ? plane_dir(t, ome, 0, s->plane, &base, err) : SP_OK;
+        if (!within) {
+            sp_ome_free(ome);
+            return SP_OK; /* no levels: the slide layer reports the plane */
+        }
     }
     if (st == SP_OK &&
         (base->width != ome->images[0].size_x || base->height != ome->images[0].size_y)) {
         st = sp_err_set(err, SP_E_CORRUPT,
                         "OME-XML says %ux%u pixels, but the TIFF page of plane "
-                        "Z=0 C=0 T=0 is %llux%llu",
-                        ome->images[0].size_x, ome->images[0].size_y,
+                        "Z=%lld C=%lld T=%lld is %llux%llu",
+                        ome->images[0].size_x, ome->images[0].size_y, (long long)s->plane[0],
+                        (long long)s->plane[1], (long long)s->plane[2],
                         (unsigned long long)base->width, (unsigned long long)base->height);
     }
     if (st == SP_OK) {

@@ -404,6 +404,7 @@ static sp_status add_levels(sp_slide *s, xmlDoc *doc, sp_err *err) {
             .compression = sp_tiff_compression_name(d->compression),
             .priv = d,
         };
+        sp_tiff_slide_take_icc(s, d); /* level 0's profile (the first level with one) */
         if (k == 0) {
             w0 = w;
             h0 = h;

@@ -69,3 +69,22 @@ sp_status sp_slide_set_number(sp_slide *s, const char *key, double v, sp_err *er
     sp_format_double(v, buf, sizeof buf);
     return sp_props_set(&s->props, key, buf, err);
 }
+
+sp_status sp_slide_set_icc_profile(sp_slide *s, const uint8_t *data, size_t len, sp_err *err) {
+    if (s->icc_profile != NULL || data == NULL || len == 0) {
+        return SP_OK;
+    }
+    if ((uint64_t)len > (uint64_t)s->limits.value[SP_LIMIT_MAX_METADATA]) {
+        return sp_err_set(err, SP_E_LIMIT,
+                          "the embedded ICC profile is %zu bytes, over the metadata limit (%lld)",
+                          len, (long long)s->limits.value[SP_LIMIT_MAX_METADATA]);
+    }
+    uint8_t *copy = malloc(len);
+    if (copy == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "out of memory keeping the ICC profile");
+    }
+    memcpy(copy, data, len);
+    s->icc_profile = copy;
+    s->icc_profile_len = len;
+    return SP_OK;
+}

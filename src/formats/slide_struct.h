@@ -117,12 +117,30 @@ struct sp_slide {
     pthread_mutex_t error_lock;
     sp_status sticky;      /* SP_OK until the first data error */
     char sticky_message[SP_ERR_MSG_MAX]; /* no allocation on the error path */
+
+    /* ICC (slide/icc.c): the embedded profile as stored (owned; NULL when the slide has none,
+     * set by the format through sp_slide_set_icc_profile), the name the slide was opened by
+     * (for messages), and the transform to sRGB that reads apply while it is on (NULL: off). */
+    uint8_t *icc_profile;
+    size_t icc_profile_len;
+    char *open_name;
+    void *icc_transform;
+
+    /* Planes (z, c, t): how many the slide has (1 each unless the format sets more) and the one
+     * it shows, which the slide layer sets from the open options before the format's open(),
+     * and which a format with planes opens. */
+    int64_t plane_count[3];
+    int64_t plane[3];
 };
 
 /* Append a level / an associated image (the name is copied). */
 sp_status sp_slide_add_level(sp_slide *slide, const sp_level *level, sp_err *err);
 sp_status sp_slide_add_associated(sp_slide *slide, const char *name, int64_t width,
                                   int64_t height, const void *priv, sp_err *err);
+
+/* Keep a copy of the slide's embedded ICC profile (`len` bytes, at most the metadata limit);
+ * a second call keeps the first profile. An empty profile is ignored. */
+sp_status sp_slide_set_icc_profile(sp_slide *slide, const uint8_t *data, size_t len, sp_err *err);
 
 /* Set property `key` to the number v, written as the shortest text that reads back as v. */
 sp_status sp_slide_set_number(sp_slide *slide, const char *key, double v, sp_err *err);

@@ -67,6 +67,20 @@ const sp_slide_ops sp_tiff_slide_ops = {
     .read_raw_rows = sp_tiff_read_raw_rows,
 };
 
+/* TIFF tag ICCProfile (34675, TIFF/EP and Adobe's TIFF technical note): the profile's bytes. */
+#define TAG_ICC_PROFILE 34675
+
+/* A profile over the metadata limit, or no memory to copy it, leaves the slide without one
+ * rather than failing an open that does not need it (sp_slide_icc_profile then says none). */
+void sp_tiff_slide_take_icc(sp_slide *s, const sp_tiff_dir *d) {
+    const sp_tiff_entry *e = sp_tiff_find(d, TAG_ICC_PROFILE);
+    if (s->icc_profile == NULL && e != NULL && e->data != NULL && e->size > 0 &&
+        (e->type == 1 || e->type == 7)) { /* BYTE or UNDEFINED */
+        sp_err ignored = {0};
+        sp_slide_set_icc_profile(s, e->data, (size_t)e->size, &ignored);
+    }
+}
+
 void sp_tiff_slide_adopt(sp_slide *s, sp_probe *probe) {
     s->container = probe->tiff;
     probe->tiff = NULL;
@@ -87,6 +101,7 @@ sp_status sp_tiff_slide_add_level(sp_slide *s, const sp_tiff_dir *d, sp_err *err
         .compression = sp_tiff_compression_name(d->compression),
         .priv = d,
     };
+    sp_tiff_slide_take_icc(s, d);
     return sp_slide_add_level(s, &l, err);
 }
 

@@ -21,6 +21,11 @@ void sp_tiff_slide_adopt(sp_slide *slide, sp_probe *probe);
 /* Add directory `dir` as a level (it must be decodable). */
 sp_status sp_tiff_slide_add_level(sp_slide *slide, const sp_tiff_dir *dir, sp_err *err);
 
+/* Keep directory `dir`'s embedded ICC profile (tag 34675) as the slide's, unless it has one
+ * already. sp_tiff_slide_add_level does this for each level; a format that adds its levels
+ * itself calls it with its levels' directories. */
+void sp_tiff_slide_take_icc(sp_slide *slide, const sp_tiff_dir *dir);
+
 /* Add directory `dir` as associated image `name`; a directory that cannot be decoded is skipped
  * (the slide still opens, as in OpenSlide). */
 sp_status sp_tiff_slide_add_associated(sp_slide *slide, const char *name, const sp_tiff_dir *dir,

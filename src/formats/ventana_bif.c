@@ -695,6 +695,7 @@ static sp_status add_bif_level(sp_slide *s, bif *b, const sp_tiff_dir *d, double
         return sp_err_set(err, SP_E_CORRUPT, "a Ventana level of %lldx%lld pixels",
                           (long long)l.width, (long long)l.height);
     }
+    sp_tiff_slide_take_icc(s, d); /* the first level's embedded ICC profile, as OpenSlide 4 */
     return sp_slide_add_level(s, &l, err);
 }
 

@@ -2,10 +2,13 @@
  * nvJPEG and direct copy): the slide layer's door to the format's raw-tile operations, so that
  * such a backend never reads a container's internals. It checks the level and the kind the call
  * needs; the format checks the tile grid. */
+#include "slide/icc.h"
 #include "slide/slide.h"
 
 bool sp_slide_raw_level(sp_slide *s, int32_t level, sp_raw_level *out) {
-    if (s == NULL || out == NULL || level < 0 || level >= s->n_levels ||
+    /* While reads convert to sRGB, stored tiles are not the pixels a read gives: a backend
+     * that decodes them itself takes the painter's path instead (which converts). */
+    if (s == NULL || out == NULL || level < 0 || level >= s->n_levels || sp_slide_icc_active(s) ||
         s->ops->raw_level == NULL || !s->ops->raw_level(s, &s->levels[level], out)) {
         return false;
     }

@@ -14,6 +14,7 @@
 
 #include "base/fill.h"
 #include "base/simd_x86.h"
+#include "slide/icc.h"
 #include "slide/slide.h"
 #include "slide/tile_cache.h"
 
@@ -322,6 +323,8 @@ sp_status sp_slide_read_level_area(sp_slide *s, sp_pixel_format fmt, void *dst, 
     if (st != SP_OK) {
         zero_area(dst, stride, w, h, fmt);
         sp_slide_record_error(s, &err);
+    } else {
+        sp_slide_icc_apply(s, fmt, dst, stride, w, h); /* nothing unless turned on */
     }
     return st;
 }

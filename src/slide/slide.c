@@ -9,8 +9,22 @@
 
 #include "formats/format.h"
 #include "io/paths.h"
+#include "slide/icc.h"
 #include "slide/slide.h"
 #include "slide/tile_cache.h"
+
+/* A plane beyond the slide's (after the format's open() set the counts). */
+static sp_status check_plane(const sp_slide *s, const char *name, sp_err *err) {
+    static const char *const AXIS[3] = {"focal plane (z)", "channel plane (c)", "time point (t)"};
+    for (int i = 0; i < 3; i++) {
+        if (s->plane[i] >= s->plane_count[i]) {
+            return sp_err_set(err, SP_E_INVALID_ARG,
+                              "%s: no %s %lld: the slide has %lld (numbered from 0)", name,
+                              AXIS[i], (long long)s->plane[i], (long long)s->plane_count[i]);
+        }
+    }
+    return SP_OK;
+}
 
 static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp_err *err) {
     sp_probe probe = {.path = path, .is_directory = is_directory, .src = s->src,
@@ -55,14 +69,17 @@ static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp
     }
     sp_tiff_close(probe.tiff); /* NULL when a format took it over */
     sp_store_prefetch_free(probe.kept);
+    if (st == SP_OK) {
+        st = check_plane(s, path, err);
+    }
     if (st == SP_OK && s->n_levels == 0) {
         st = sp_err_set(err, SP_E_CORRUPT, "%s: the slide has no readable levels", path);
     }
     return st;
 }
 
-sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
-                               sp_slide **out, sp_err *err) {
+sp_status sp_slide_open_source_at(sp_source *src, const char *name, const sp_limits *limits,
+                                const int64_t plane[3], sp_slide **out, sp_err *err) {
     *out = NULL;
     sp_slide *s = calloc(1, sizeof *s);
     if (s == NULL) {
@@ -75,6 +92,11 @@ sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits
     s->limits = *limits;
     s->src = src;
     s->background[0] = s->background[1] = s->background[2] = 255;
+    s->open_name = strdup(name); /* NULL (out of memory): messages say "slide" */
+    for (int i = 0; i < 3; i++) {
+        s->plane_count[i] = 1;
+        s->plane[i] = plane[i];
+    }
     sp_status st = open_probe(s, name, is_directory, err);
     if (st == SP_OK) {
         sp_slide_finish_levels(s);
@@ -98,6 +120,12 @@ sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits
     return SP_OK;
 }
 
+sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
+                               sp_slide **out, sp_err *err) {
+    static const int64_t first[3] = {0, 0, 0};
+    return sp_slide_open_source_at(src, name, limits, first, out, err);
+}
+
 /* Whether `s` ends with `suffix`, ignoring case. */
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -109,8 +137,8 @@ static bool ends_with(const char *s, const char *suffix) {
  * folder's URL with a redirect or a refusal, not a 404), is taken for a prefix. Any other is tried
  * as an object first and as a prefix when no such object exists; if that finds no slide either,
  * the object's "not found" is the error. */
-static sp_status open_remote(const char *path, const sp_limits *limits, sp_slide **out,
-                             sp_err *err) {
+static sp_status open_remote(const char *path, const sp_limits *limits, const int64_t plane[3],
+                             sp_slide **out, sp_err *err) {
     bool prefix = ends_with(path, ".zarr") || ends_with(path, ".zarr/") ||
                   (strncmp(path, "s3://", 5) != 0 && strncmp(path, "gs://", 5) != 0 &&
                    ends_with(path, "/"));
@@ -118,16 +146,16 @@ static sp_status open_remote(const char *path, const sp_limits *limits, sp_slide
         sp_source *src = NULL;
         sp_status st = sp_source_open_any(path, &src, err);
         if (st != SP_E_NOT_FOUND) {
-            return st == SP_OK ? sp_slide_open_source(src, path, limits, out, err) : st;
+            return st == SP_OK ? sp_slide_open_source_at(src, path, limits, plane, out, err) : st;
         }
         sp_err as_prefix = {0};
-        st = sp_slide_open_source(NULL, path, limits, out, &as_prefix);
+        st = sp_slide_open_source_at(NULL, path, limits, plane, out, &as_prefix);
         if (st != SP_E_NOT_A_SLIDE) {
             *err = as_prefix;
         }
         return st == SP_E_NOT_A_SLIDE ? err->status : st;
     }
-    return sp_slide_open_source(NULL, path, limits, out, err);
+    return sp_slide_open_source_at(NULL, path, limits, plane, out, err);
 }
 
 sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_slide **out,
@@ -139,19 +167,21 @@ sp_status sp_slide_open_with(const char *path, const sp_options *options, sp_sli
     } else {
         *out = NULL;
         sp_limits limits;
+        int64_t plane[3];
+        sp_options_plane(options, plane);
         if (options != NULL) {
             limits = *sp_options_limits(options);
         } else {
             sp_limits_default(&limits);
         }
         if (sp_path_is_remote(path)) {
-            st = open_remote(path, &limits, out, &err);
+            st = open_remote(path, &limits, plane, out, &err);
         } else {
             sp_source *src = NULL;
             bool is_directory = sp_path_look(path).is_directory;
             st = is_directory ? SP_OK : sp_source_open_any(path, &src, &err);
             if (st == SP_OK) {
-                st = sp_slide_open_source(src, path, &limits, out, &err);
+                st = sp_slide_open_source_at(src, path, &limits, plane, out, &err);
             }
         }
     }
@@ -178,6 +208,8 @@ void sp_slide_close(sp_slide *s) {
     }
     free(s->associated);
     free(s->levels);
+    sp_slide_icc_free(s);
+    free(s->open_name);
     sp_props_free(&s->props);
     sp_source_close(s->src);
     pthread_mutex_destroy(&s->error_lock);
@@ -287,6 +319,14 @@ const char *sp_slide_property_value(const sp_slide *s, const char *name) {
         return NULL;
     }
     return sp_props_get(&s->props, name);
+}
+
+int64_t sp_slide_plane_count(const sp_slide *s, sp_plane_axis axis) {
+    return s != NULL && (unsigned)axis < 3 ? s->plane_count[axis] : 0;
+}
+
+int64_t sp_slide_plane(const sp_slide *s, sp_plane_axis axis) {
+    return s != NULL && (unsigned)axis < 3 ? s->plane[axis] : 0;
 }
 
 int32_t sp_slide_associated_count(const sp_slide *s) { return s ? s->n_associated : 0; }

@@ -13,6 +13,10 @@
 sp_status sp_slide_open_source(sp_source *src, const char *name, const sp_limits *limits,
                                sp_slide **out, sp_err *err);
 
+/* sp_slide_open_source showing plane (z, c, t) = plane[0..2] (sp_options_set_plane). */
+sp_status sp_slide_open_source_at(sp_source *src, const char *name, const sp_limits *limits,
+                                  const int64_t plane[3], sp_slide **out, sp_err *err);
+
 /* The region painter behind every region read (region.c): w x h pixels of `level` seen at
  * 1/scale (scale 1, or one the level's area_scales allows with tiles divisible by it), from
  * (lx, ly) in those pixels, into dst. Same contract as sp_slide_read_region. A reader that will
