@@ -8,8 +8,9 @@ dependency (numpy, pinned to the version the project's test environment has) fro
 see the test oracles (pytest, openslide, tifffile, torch, ...): a .pth file appends the project
 environment's site-packages after its own, so the installed slidepipe and numpy come first and
 nothing large is installed twice (docs/python.md, "Tests"). The suite runs with
-SLIDEPIPE_IMPORT=installed (python/tests/conftest.py), so build/python is never on its path.
-Building needs PyPI (scikit-build-core, numpy) or pip's cache. `make test` runs this file in a
+SLIDEPIPE_IMPORT=installed (python/tests/conftest.py), so build/python is never on its path;
+the Ray and Dask cluster tests are left out there (they run in the binding's own suite). Building
+needs PyPI (scikit-build-core, numpy) or pip's cache. `make test` runs this file in a
 section of its own (scripts/run-tests); the tests/ runs leave it out.
 """
 
@@ -109,7 +110,11 @@ def run_suite(python, venv: Path, tmp: Path) -> str:
     (site_packages(python) / "zz_slidepipe_test_oracles.pth").write_text(ORACLE_SITE + "\n")
     env = clean_env(SLIDEPIPE_IMPORT="installed", SLIDEPIPE_BIN=str(venv / "bin" / "slidepipe"),
                     SP_TESTDATA=str(TESTDATA))
-    proc = run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+    # The Ray and Dask tests start clusters (a minute each) and test those integrations, not the
+    # installation: they run in the binding's own suite, release and ASan, not again here.
+    cluster_tests = [f"--ignore={REPO_ROOT / 'python' / 'tests' / name}"
+                     for name in ("test_ray.py", "test_dask.py")]
+    proc = run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *cluster_tests,
                 REPO_ROOT / "python" / "tests"], timeout=SUITE_TIMEOUT, cwd=REPO_ROOT, env=env,
                check=False)
     tail = proc.stdout[-3000:]
