@@ -2,9 +2,11 @@
 chunk by chunk on the workers equals OpenSlide's whole-level read (level 0) and the library's
 own whole-level read (a level whose downsample is not whole); the chunks follow the tile grid;
 map_overlap over it equals the same filter over the whole image; a converted OME-Zarr read the
-same way equals zarr-python's array and the slide. Skipped, saying so, only when dask or
-distributed is not installed.
+same way equals zarr-python's array and the slide. Skipped, saying so, when dask or distributed is
+not installed, and in the ASan run (below).
 """
+
+import os
 
 import numpy as np
 import pytest
@@ -16,6 +18,14 @@ da = pytest.importorskip("dask.array", reason="dask is not installed (pip instal
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed "
                                   "(pip install distributed, tests/requirements.txt pins it)")
 import slidepipe.dask as spdask  # noqa: E402
+
+# The sanitizer run of this suite (scripts/run-tests preloads the ASan runtime) leaves the
+# Dask cluster out: it costs a minute or more there, and the reads it drives are the loader's and
+# the slide's, which that run covers through test_loader.py and test_binding.py; the release run
+# covers Dask itself.
+if "asan" in os.environ.get("LD_PRELOAD", ""):
+    pytest.skip("Dask cluster tests run in the release run only (the ASan run covers the reads "
+                "they drive through test_loader.py and test_binding.py)", allow_module_level=True)
 
 SMALL = "aperio/CMU-1-Small-Region.svs"
 PYRAMID = "aperio/tcga-cr-7395-01a-01-ts1.svs"
