@@ -21,6 +21,10 @@ int cli_usage_error(const char *usage, const char *fmt, ...) __attribute__((form
 /* Parse a whole decimal integer within [min, max]; false on anything else. */
 bool cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 
+/* Option --z, --c or --t (getopt code 'Z', 'C' or 'T') into plane[0], [1] or [2]: CLI_OK, or the
+ * usage error's code after printing it. */
+int cli_plane_option(int code, const char *arg, int64_t plane[3], const char *usage);
+
 /* Open a slide, or print the one-line error and return NULL. */
 sp_slide *cli_open_slide(const char *path);
 

@@ -98,6 +98,15 @@ bool cli_slide_icc(sp_slide *slide) {
     return true;
 }
 
+int cli_plane_option(int code, const char *arg, int64_t plane[3], const char *usage) {
+    int axis = code == 'Z' ? 0 : code == 'C' ? 1 : 2;
+    if (!cli_parse_int(arg, 0, INT64_C(1) << 31, &plane[axis])) {
+        return cli_usage_error(usage, "bad value '%s' for --%c (an integer from 0)", arg,
+                               "zct"[axis]);
+    }
+    return CLI_OK;
+}
+
 bool cli_has_extension(const char *path, const char *ext) {
     size_t n = strlen(path), e = strlen(ext);
     return n > e && strcasecmp(path + n - e, ext) == 0;

@@ -105,14 +105,11 @@ int cmd_region(int argc, char **argv) {
         case 'i': icc = true; continue;
         case 'Z':
         case 'C':
-        case 'T': {
-            int axis = c == 'Z' ? 0 : c == 'C' ? 1 : 2;
-            if (!cli_parse_int(optarg, 0, INT64_C(1) << 31, &plane[axis])) {
-                return cli_usage_error(USAGE, "bad value '%s' for --%c (an integer from 0)",
-                                       optarg, "zct"[axis]);
+        case 'T':
+            if (cli_plane_option(c, optarg, plane, USAGE) != CLI_OK) {
+                return CLI_USAGE_ERROR;
             }
             continue;
-        }
         case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
         case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
