@@ -6,7 +6,8 @@
 # time limit so that one hang cannot cost the table:
 #   setup   wheels into /tmp/site (the device README's pip line), library paths, nvidia-smi and
 #           `slidepipe gpu`
-#   checks  test_cuda; tests/cli/test_gpu.py (GPU == CPU parity)
+#   checks  test_cuda and the test_cuda_* kernels' tests; tests/cli/test_gpu.py (GPU == CPU
+#           parity); the binding's GPU tests (DLPack batches in GPU memory)
 #   inputs  SIDE² (default 16384) slides made here, on the device: jpeg.tif by `slidepipe synth`
 #           (256² JPEG tiles, pyramidal), raw.tif (512² uncompressed tiles) from its level 0 by
 #           `slidepipe region` + tifffile; a list of COUNT random REGION² regions
@@ -16,7 +17,10 @@
 #             batched read_region(device="cuda") on the same regions
 #           3 raw.tif -> Sobel -> Zarr, tile-wise on the GPU, vs CuPy whole-image (peak GPU
 #             memory of both) and vs our CPU engine
-#           4 spectra of raw.tif vs PyTorch (unfold, fft2, histc): times and statistics
+#           4 spectra of a corpus (CORPUS names of raw.tif, default 4) vs PyTorch (unfold, fft2,
+#             histc) over the same files: times and statistics
+#           5 training batches into GPU memory (bench/gpu_train.py): Loader(device="cuda") vs
+#             cuCIM batched read_region(device="cuda") + Kornia, patches/s
 #   report  the table and $OUT/bench_gpu.json
 #   memcheck  compute-sanitizer memcheck over test_cuda and one `region` (JPEG, nvJPEG),
 #           `process` and `spectrum` with --device cuda; then the table again, to end the output
@@ -77,6 +81,9 @@ stepo() { # NAME SECONDS FILE CMD... : step with stdout into FILE (kept in this 
     return $rc
 }
 
+if [ -f "$pack/payload.tar.xz" ] && [ ! -d "$pack/libexec" ]; then
+    tar -C "$pack" -xJf "$pack/payload.tar.xz" || die "cannot unpack $pack/payload.tar.xz"
+fi
 [ -d "$pack/libexec" ] || die "no device pack at $pack: run scripts/device-pack on the build machine and name .devpack in the run's carry list"
 [ -f bench/gpu_peers.py ] || die "run from the repository root"
 command -v nvidia-smi >/dev/null || die "no nvidia-smi: this script runs on a GPU machine (the device tool's run), not here"
@@ -127,8 +134,18 @@ fi
 # ---- checks ----------------------------------------------------------------------------------
 if has checks; then
     step "test_cuda" 180 "$pack/bin/test_cuda"
+    # nvJPEG's default (CUDA) back end too, for its pixel differences from libjpeg-turbo
+    step "test_cuda (SLIDEPIPE_NVJPEG=default)" 180 env SLIDEPIPE_NVJPEG=default "$pack/bin/test_cuda"
+    for t in test_cuda_augment_color test_cuda_augment_geometry test_cuda_augment_hed \
+        test_cuda_stains test_cuda_tile_qc; do
+        step "$t" 120 "$pack/bin/$t"
+    done
     step "pytest test_gpu.py" 300 env SLIDEPIPE_BIN="$sp" $py -m pytest -q -rsP -p no:cacheprovider \
         tests/cli/test_gpu.py
+    # The binding (built for this Python by device-pack, beside the packed command): batches in
+    # GPU memory through DLPack, pinned batches.
+    step "pytest binding GPU tests" 180 env SLIDEPIPE_BIN="$sp" $py -X faulthandler -m pytest -q -rsP -p no:cacheprovider \
+        python/tests/test_torch.py python/tests/test_loader.py -k "gpu or cuda or pinned"
     if [ ${#failed[@]} -gt 0 ] && [ "${KEEP_GOING:-1}" != 1 ]; then
         echo "bench_gpu: checks failed: ${failed[*]}"
         exit 1
@@ -182,11 +199,20 @@ if has bench; then
         "$work/sobel-cupy.zarr"
     rm -rf "$work"/sobel-*.zarr
     # 4
+    # a corpus of CORPUS slides (names of raw.tif), as spectra are taken: one command each side
+    corpus=()
+    for i in $(seq 1 "${CORPUS:-4}"); do
+        ln -sf "$raw" "$work/corpus-$i.tif"
+        corpus+=("$work/corpus-$i.tif")
+    done
     stepo "4 ours: spectrum --device cuda" 180 "$res/spec_ours.json" $peers $R timecmd -- \
-        $sp spectrum "$raw" --device cuda --json "$res/spec_ours_stats.json"
+        $sp spectrum "${corpus[@]}" --device cuda --json "$res/spec_ours_stats.json"
     stepo "4 ours: spectrum (CPU)" 180 "$res/spec_cpu.json" $peers --repeat 2 timecmd -- \
-        $sp spectrum "$raw" --json "$res/spec_cpu_stats.json"
-    stepo "4 peer: PyTorch" 240 "$res/spec_torch.json" $peers $R spectrum "$raw" 256 1024
+        $sp spectrum "${corpus[@]}" --json "$res/spec_cpu_stats.json"
+    stepo "4 peer: PyTorch" 240 "$res/spec_torch.json" $peers $R spectrum "${corpus[@]}"
+    # 5
+    step "5 training batches into GPU memory (ours vs cuCIM + Kornia)" 240 env \
+        PYTHONPATH="$pack/bin/python:$PYTHONPATH" $py -X faulthandler bench/gpu_train.py "$jpeg" --threads "$threads" --json "$out/gpu_train.json"
 fi
 
 # ---- report ----------------------------------------------------------------------------------
@@ -218,6 +244,11 @@ if has memcheck; then
             "${ms[@]}" "$pack/libexec/slidepipe" spectrum "$small" --device cuda --threads 2
         step "memcheck test_cuda" 240 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" "${ms[@]}" \
             "$pack/libexec/test_cuda"
+        for t in test_cuda_augment_color test_cuda_augment_geometry test_cuda_augment_hed \
+            test_cuda_stains test_cuda_tile_qc; do
+            step "memcheck $t" 90 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" "${ms[@]}" \
+                "$pack/libexec/$t"
+        done
     else
         failed+=("compute-sanitizer not found")
     fi

@@ -255,14 +255,17 @@ def cmd_spectrum(args, be: Backend) -> dict:
     P, B = args.patch, args.block
 
     def once():
-        rgb = read_rgb(args.slide)
-        H, W = rgb.shape[:2]
-        Wp = W // P * P
-        strips = (rgb[y:y + min(B, H - y) // P * P, :Wp] for y in range(0, H - P + 1, B))
-        out = spectrum_stats(strips, P, torch_mod, device)
+        total = None
+        for path in args.slides:  # a corpus: the statistics of all its slides together
+            rgb = read_rgb(path)
+            H, W = rgb.shape[:2]
+            Wp = W // P * P
+            strips = (rgb[y:y + min(B, H - y) // P * P, :Wp] for y in range(0, H - P + 1, B))
+            out = spectrum_stats(strips, P, torch_mod, device)
+            total = out if total is None else tuple(a + b for a, b in zip(total, out))
         if torch_mod is not None:
             torch_mod.cuda.synchronize()
-        return out + (W, H)
+        return total + (W, H)
 
     (hist, n, s1, s2, patches, W, H), secs, median = timed(once, args.repeat)
     mean = s1 / n
@@ -450,8 +453,8 @@ def cmd_report(args, be: Backend) -> dict:
         checks["sobel dataset hash GPU == CPU"] = jo["dataset_hash"] == jc["dataset_hash"]
     # 4. spectra
     spo, spt = _load(d, "spec_ours"), _load(d, "spec_torch")
-    row("4 spectra raw.tif", spo, spt, "PyTorch unfold + fft2 + histc", mem=True)
-    row("4 spectra raw.tif", spo, _load(d, "spec_cpu"), "slidepipe CPU (FFTW), all cores")
+    row("4 spectra of a corpus", spo, spt, "PyTorch unfold + fft2 + histc", mem=True)
+    row("4 spectra of a corpus", spo, _load(d, "spec_cpu"), "slidepipe CPU (FFTW), all cores")
     so_json = _load(d, "spec_ours_stats")
     if so_json and spt:
         c = so_json["corpus"]
@@ -500,9 +503,9 @@ def main(argv=None) -> int:
     p.add_argument("out")
     p.add_argument("--chunk", type=int, default=1024)
     p = sub.add_parser("spectrum")
-    p.add_argument("slide")
-    p.add_argument("patch", type=int, nargs="?", default=256)
-    p.add_argument("block", type=int, nargs="?", default=1024)
+    p.add_argument("slides", nargs="+")
+    p.add_argument("--patch", type=int, default=256)
+    p.add_argument("--block", type=int, default=1024)
     p = sub.add_parser("mkraw")
     p.add_argument("rgba")
     p.add_argument("width", type=int)

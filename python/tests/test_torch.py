@@ -115,6 +115,10 @@ def test_patch_loader_yields_the_sampler_batches_as_tensors(sampler):
 
 
 def test_pinned_batches_are_pinned_where_a_gpu_is(testdata):
+    if torch.cuda.is_available():
+        # as in a training loop, torch's CUDA is up before batches come (its is_pinned asks its
+        # own CUDA state)
+        torch.zeros(1, device="cuda")
     with slidepipe.PatchSampler([testdata / SMALL], 64, batch_size=4, min_tissue=0.3,
                                 mask_side=512, pinned=True) as s:
         x, _ = next(iter(sptorch.PatchLoader(s)))
