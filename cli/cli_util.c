@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
-#include <png.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "png_encode.h"
 
 static void print_one_line(const char *fmt, va_list ap) {
     char msg[2048];
@@ -112,30 +112,6 @@ bool cli_has_extension(const char *path, const char *ext) {
     return n > e && strcasecmp(path + n - e, ext) == 0;
 }
 
-static bool write_png(FILE *f, const uint8_t *rgba, int64_t w, int64_t h, int64_t stride) {
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (info == NULL) {
-        png_destroy_write_struct(&png, NULL);
-        return false;
-    }
-    if (setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        return false;
-    }
-    png_init_io(png, f);
-    png_set_compression_level(png, 3);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGBA,
-                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_write_info(png, info);
-    for (int64_t y = 0; y < h; y++) {
-        png_write_row(png, (png_const_bytep)(rgba + y * stride));
-    }
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    return true;
-}
-
 bool cli_write_image(const char *path, const uint8_t *rgba, int64_t w, int64_t h, int64_t stride,
                      bool raw) {
     if (!raw && (w > 0x7fffffff || h > 0x7fffffff || w == 0 || h == 0)) {
@@ -154,7 +130,10 @@ bool cli_write_image(const char *path, const uint8_t *rgba, int64_t w, int64_t h
             ok = fwrite(rgba + y * stride, 4, (size_t)w, f) == (size_t)w;
         }
     } else {
-        ok = write_png(f, rgba, w, h, stride);
+        uint8_t *png = NULL;
+        size_t len = 0;
+        ok = png_encode(rgba, w, h, stride, 4, 3, &png, &len) && fwrite(png, 1, len, f) == len;
+        free(png);
     }
     return cli_commit_temp(f, tmp, path, ok);
 }

@@ -9,7 +9,8 @@ see the test oracles (pytest, openslide, tifffile, torch, ...): a .pth file appe
 environment's site-packages after its own, so the installed slidepipe and numpy come first and
 nothing large is installed twice (docs/python.md, "Tests"). The suite runs with
 SLIDEPIPE_IMPORT=installed (python/tests/conftest.py), so build/python is never on its path;
-the Ray and Dask cluster tests are left out there (they run in the binding's own suite). Building
+the Ray and Dask cluster tests and the training example are left out there (they run in the
+binding's own suite), and the editable install runs three files of it. Building
 needs PyPI (scikit-build-core, numpy) or pip's cache. `make test` runs this file in a
 section of its own (scripts/run-tests); the tests/ runs leave it out.
 """
@@ -105,18 +106,21 @@ def check_fresh_env(python, venv: Path, tmp: Path):
     return where
 
 
-def run_suite(python, venv: Path, tmp: Path) -> str:
-    """The binding's test suite against the installed package, with the oracles appended."""
+def run_suite(python, venv: Path, tmp: Path, only=None) -> str:
+    """The binding's test suite against the installed package, with the oracles appended; `only`:
+    these test files alone."""
     (site_packages(python) / "zz_slidepipe_test_oracles.pth").write_text(ORACLE_SITE + "\n")
     env = clean_env(SLIDEPIPE_IMPORT="installed", SLIDEPIPE_BIN=str(venv / "bin" / "slidepipe"),
                     SP_TESTDATA=str(TESTDATA))
-    # The Ray and Dask tests start clusters (a minute each) and test those integrations, not the
-    # installation: they run in the binding's own suite, release and ASan, not again here.
-    cluster_tests = [f"--ignore={REPO_ROOT / 'python' / 'tests' / name}"
-                     for name in ("test_ray.py", "test_dask.py")]
-    proc = run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *cluster_tests,
-                REPO_ROOT / "python" / "tests"], timeout=SUITE_TIMEOUT, cwd=REPO_ROOT, env=env,
-               check=False)
+    # The Ray and Dask tests start clusters (a minute each) and the training example trains for
+    # half a minute: they test those integrations, not the installation, and run in the
+    # binding's own suite, release and ASan, not again here.
+    tests = REPO_ROOT / "python" / "tests"
+    where = [tests / name for name in only] if only else [
+        tests, *(f"--ignore={tests / name}"
+                 for name in ("test_ray.py", "test_dask.py", "test_example_train.py"))]
+    proc = run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *where],
+               timeout=SUITE_TIMEOUT, cwd=REPO_ROOT, env=env, check=False)
     tail = proc.stdout[-3000:]
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     print(f"\n{venv.name}: {summary}")
@@ -181,7 +185,9 @@ def test_editable_install_runs_the_suite(tmp):
     # Editable: the Python files are the repository's own, the extension is in the environment.
     assert Path(where["package"]).resolve() == (REPO_ROOT / "python" / "slidepipe" /
                                                 "__init__.py").resolve(), where
-    run_suite(python, venv, tmp)
+    # The whole suite ran against the wheel's package; here the files that reach every module
+    # and the extension through the editable layout.
+    run_suite(python, venv, tmp, only=("test_binding.py", "test_stores.py", "test_train.py"))
 
 
 def other_abi(tag: str) -> str:

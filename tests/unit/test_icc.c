@@ -12,60 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "icc_tiff.h"
 #include "slide/slide.h"
 #include "unit.h"
 
-enum { W = 40, H = 24, N_TAGS = 10 };
-
-static void put16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v) {
-    put16(p, (uint16_t)v);
-    put16(p + 2, (uint16_t)(v >> 16));
-}
-
-static uint8_t *entry(uint8_t *p, uint16_t tag, uint16_t type, uint32_t count, uint32_t value) {
-    put16(p, tag);
-    put16(p + 2, type);
-    put32(p + 4, count);
-    put32(p + 8, value);
-    return p + 12;
-}
+enum { W = 40, H = 24 };
 
 static uint8_t stored[W * H * 3];
 
-/* A little-endian strip TIFF of `stored` with `profile` (len > 4) as tag 34675, or none. */
+/* A strip TIFF of `stored` with `profile` as tag 34675, or none. */
 static uint8_t *make_tiff(const uint8_t *profile, size_t len, size_t *total) {
-    const uint32_t ifd = 8, bps = ifd + 2 + 12 * N_TAGS + 4, pixels = bps + 6;
-    const uint32_t icc = pixels + W * H * 3;
-    *total = icc + len;
-    uint8_t *t = calloc(1, *total);
-    memcpy(t, "II*\0", 4);
-    put32(t + 4, ifd);
-    put16(t + ifd, profile ? N_TAGS : N_TAGS - 1);
-    uint8_t *p = t + ifd + 2;
-    p = entry(p, 256, 4, 1, W);
-    p = entry(p, 257, 4, 1, H);
-    p = entry(p, 258, 3, 3, bps);
-    p = entry(p, 259, 3, 1, 1);
-    p = entry(p, 262, 3, 1, 2);
-    p = entry(p, 273, 4, 1, pixels);
-    p = entry(p, 277, 3, 1, 3);
-    p = entry(p, 278, 4, 1, H);
-    p = entry(p, 279, 4, 1, W * H * 3);
-    if (profile != NULL) {
-        p = entry(p, 34675, 7, (uint32_t)len, icc);
-        memcpy(t + icc, profile, len);
-    }
-    put32(p, 0);
-    for (int i = 0; i < 3; i++) {
-        put16(t + bps + 2 * i, 8);
-    }
-    memcpy(t + pixels, stored, sizeof stored);
-    return t;
+    return icc_tiff_make(stored, W, H, profile, len, total);
 }
 
 static sp_slide *open_tiff(uint8_t *tiff, size_t total) {
