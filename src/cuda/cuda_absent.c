@@ -114,6 +114,10 @@ sp_status sp_cuda_op_reinhard(const sp_op_params *params, const sp_op_block *blo
     return SP_E_UNSUPPORTED;
 }
 
+sp_status sp_cuda_op_macenko(const sp_op_params *params, const sp_op_block *block, void *stream) {
+    return SP_E_UNSUPPORTED;
+}
+
 sp_status sp_cuda_reinhard_normalize(const sp_reinhard_stats *source,
                                      const sp_reinhard_stats *target, uint8_t *device_rgb,
                                      int64_t n) {

@@ -16,6 +16,7 @@ sp_status sp_cuda_op_od(const sp_op_params *params, const sp_op_block *block, vo
 sp_status sp_cuda_op_sobel(const sp_op_params *params, const sp_op_block *block, void *stream);
 sp_status sp_cuda_op_gaussian(const sp_op_params *params, const sp_op_block *block, void *stream);
 sp_status sp_cuda_op_reinhard(const sp_op_params *params, const sp_op_block *block, void *stream);
+sp_status sp_cuda_op_macenko(const sp_op_params *params, const sp_op_block *block, void *stream);
 
 typedef sp_status (*sp_cuda_op_fn)(const sp_op_params *params, const sp_op_block *block,
                                    void *stream);

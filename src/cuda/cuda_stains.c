@@ -10,6 +10,7 @@
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_stains.h"
 #include "ops/stain_augment.h"
+#include "ops/stains.h"
 
 int sp_cuda_launch_reinhard(const uint8_t *src, int64_t src_stride, int64_t w, int64_t h,
                             uint8_t *dst, int64_t dst_stride, int64_t dst_step, int64_t dst_plane,
@@ -17,6 +18,11 @@ int sp_cuda_launch_reinhard(const uint8_t *src, int64_t src_stride, int64_t w, i
 int sp_cuda_launch_stain_augment(uint8_t *rgb, int64_t count, int64_t patch_pixels,
                                  const double *device_table, const double *hep,
                                  cudaStream_t stream);
+
+int sp_cuda_launch_macenko(const uint8_t *src, int64_t src_stride, int64_t w, int64_t h,
+                           uint8_t *dst, int64_t dst_stride, int64_t dst_plane,
+                           const double *device_table, const double *wm, int tabled,
+                           cudaStream_t stream);
 
 /* The map's four triples and the inverse matrix, flat, as the launcher takes them. */
 static void reinhard_numbers(const sp_reinhard_map *m, double ms[12], double inv[9]) {
@@ -44,6 +50,41 @@ sp_status sp_cuda_op_reinhard(const sp_op_params *params, const sp_op_block *b, 
     int e = sp_cuda_launch_reinhard(b->src, b->src_stride, b->width, b->height, b->dst,
                                     b->dst_stride, 1, b->dst_plane, ms, inv, (cudaStream_t)stream);
     return e == 0 ? SP_OK : SP_E_IO;
+}
+
+/* The `macenko` op: the map made on the host (sp_stains_map_init, as the CPU op makes it); its
+ * table (the 3 x 3 x 256 factors, or the 256 optical densities when the map is not tabled) goes to
+ * the device in stream order, freed after the kernel in stream order. */
+sp_status sp_cuda_op_macenko(const sp_op_params *params, const sp_op_block *b, void *stream) {
+    sp_stains_map map;
+    sp_status st = sp_stains_map_init(&params->source, &params->target, &map, NULL);
+    if (st != SP_OK) {
+        return st;
+    }
+    double od[256];
+    sp_stains_od_table(od);
+    const double *table = map.tabled ? &map.factor[0][0][0] : od;
+    size_t bytes = (map.tabled ? 9 * 256 : 256) * sizeof(double);
+    double wm[9];
+    for (int i = 0; i < 9; i++) {
+        wm[i] = map.w[i / 3][i % 3];
+    }
+    cudaStream_t s = (cudaStream_t)stream;
+    double *device = NULL;
+    /* from pageable memory the copy has taken the table when it returns (CUDA's documented
+     * staging), so the host table may go out of scope after */
+    cudaError_t e = cudaMallocAsync((void **)&device, bytes, s);
+    if (e == cudaSuccess) {
+        e = cudaMemcpyAsync(device, table, bytes, cudaMemcpyHostToDevice, s);
+        if (e == cudaSuccess) {
+            e = (cudaError_t)sp_cuda_launch_macenko(b->src, b->src_stride, b->width, b->height,
+                                                    b->dst, b->dst_stride, b->dst_plane, device,
+                                                    wm, map.tabled, s);
+        }
+        cudaError_t f = cudaFreeAsync(device, s);
+        e = e != cudaSuccess ? e : f;
+    }
+    return e == cudaSuccess ? SP_OK : SP_E_IO;
 }
 
 sp_status sp_cuda_reinhard_normalize(const sp_reinhard_stats *source,

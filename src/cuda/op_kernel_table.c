@@ -14,6 +14,7 @@ static const struct {
     {"sobel", sp_cuda_op_sobel},
     {"gaussian", sp_cuda_op_gaussian},
     {"reinhard", sp_cuda_op_reinhard},
+    {"macenko", sp_cuda_op_macenko},
 };
 
 sp_cuda_op_fn sp_cuda_op_kernel(const char *name) {

@@ -1,6 +1,7 @@
-/* stain_kernels.cu — Reinhard normalization and stain augmentation as CUDA kernels, one thread
- * per pixel, with the CPU reference's arithmetic in the same order (src/ops/reinhard.c and its
- * per-value pieces in src/ops/reinhard_math.h, src/ops/stain_augment.c) in double precision. Compiled with --fmad=false so no multiply-add is
+/* stain_kernels.cu — Reinhard and Macenko normalization and stain augmentation as CUDA kernels,
+ * one thread per pixel, with the CPU reference's arithmetic in the same order (src/ops/reinhard.c
+ * and its per-value pieces in src/ops/reinhard_math.h, src/ops/stains.c, src/ops/stain_augment.c)
+ * in double precision. Compiled with --fmad=false so no multiply-add is
  * fused where the CPU rounds twice; the GPU's pow, cbrt and exp are not correctly rounded, so a
  * byte can differ by one where the exact value lies within an ulp or two of a half-integer
  * (tests/unit/test_cuda_stains.c bounds that). Launchers are C functions returning a
@@ -88,9 +89,58 @@ __global__ void augment_kernel(uint8_t *rgb, int64_t count, int64_t patch_pixels
     }
 }
 
+struct macenko_args {
+    double w[3][3];
+    int tabled;
+};
+
+/* The Macenko map of src/ops/stains.c (sp_stains_map_apply): table holds factor[3][3][256]
+ * (exp(-w[k][j] od(v))) when tabled, else od[256] and exp runs per pixel. Planar output as the
+ * reinhard kernel writes it. */
+__global__ void macenko_kernel(const uint8_t *__restrict__ src, int64_t src_stride, int64_t w,
+                               int64_t h, uint8_t *dst, int64_t dst_stride, int64_t dst_plane,
+                               const double *__restrict__ table, macenko_args a) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= w * h) {
+        return;
+    }
+    int64_t y = i / w, x = i % w;
+    const uint8_t *p = src + y * src_stride + 3 * x;
+    uint8_t *d = dst + y * dst_stride + x;
+    for (int k = 0; k < 3; k++) {
+        double v;
+        if (a.tabled) {
+            const double *f = table + 3 * 256 * k;
+            v = 255.0 * f[p[0]] * f[256 + p[1]] * f[512 + p[2]];
+        } else {
+            v = 255.0 * exp(-(a.w[k][0] * table[p[0]] + a.w[k][1] * table[p[1]] +
+                              a.w[k][2] * table[p[2]]));
+        }
+        d[k * dst_plane] = v < 255.0 ? (uint8_t)(v + 0.5) : 255;
+    }
+}
+
 } // namespace
 
 extern "C" {
+
+int sp_cuda_launch_macenko(const uint8_t *src, int64_t src_stride, int64_t w, int64_t h,
+                           uint8_t *dst, int64_t dst_stride, int64_t dst_plane,
+                           const double *device_table, const double *wm /* 9 */, int tabled,
+                           cudaStream_t stream) {
+    if (w <= 0 || h <= 0) {
+        return 0;
+    }
+    macenko_args a;
+    for (int i = 0; i < 9; i++) {
+        a.w[i / 3][i % 3] = wm[i];
+    }
+    a.tabled = tabled;
+    int64_t n = w * h;
+    macenko_kernel<<<(unsigned)((n + THREADS - 1) / THREADS), THREADS, 0, stream>>>(
+        src, src_stride, w, h, dst, dst_stride, dst_plane, device_table, a);
+    return (int)cudaGetLastError();
+}
 
 int sp_cuda_launch_reinhard(const uint8_t *src, int64_t src_stride, int64_t w, int64_t h,
                             uint8_t *dst, int64_t dst_stride, int64_t dst_step, int64_t dst_plane,

@@ -3,7 +3,8 @@
  * no halo. The slide's stains are estimated once before the run by the prepare hook, from the
  * whole slide's low-resolution image (not from the level or the tile), so every tile is mapped
  * by the same stains and a tile-wise run equals a whole-level one bit for bit. A slide with too
- * few stained pixels fails in prepare, before anything is written. No CUDA backend yet.
+ * few stained pixels fails in prepare, before anything is written. The CUDA kernel
+ * (src/cuda/cuda_stains.c, stain_kernels.cu) maps with the same table.
  */
 #include <stdlib.h>
 

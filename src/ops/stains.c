@@ -22,7 +22,7 @@
 #define TABLE_EXPONENT_LIMIT 230.0
 
 /* -ln(max(i, 1) / 255): the optical density of each 8-bit value. */
-static void od_values(double od[256]) {
+void sp_stains_od_table(double od[256]) {
     for (int i = 0; i < 256; i++) {
         od[i] = -log((i < 1 ? 1.0 : (double)i) / 255.0);
     }
@@ -183,7 +183,7 @@ static bool pseudo_inverse(const double h[3], const double e[3], double p[2][3])
  * front). */
 static sp_status estimate_in_place(uint8_t *rgb, int64_t n, sp_stains *out, sp_err *err) {
     double od[256];
-    od_values(od);
+    sp_stains_od_table(od);
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) {
         uint8_t r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
@@ -416,7 +416,7 @@ sp_status sp_stains_map_init(const sp_stains *source, const sp_stains *target, s
         }
     }
     double od[256];
-    od_values(od);
+    sp_stains_od_table(od);
     map->tabled = big * od[0] <= TABLE_EXPONENT_LIMIT;
     if (map->tabled) {
         for (int k = 0; k < 3; k++) {
@@ -451,7 +451,7 @@ void sp_stains_map_apply(const sp_stains_map *map, const uint8_t *rgb, int64_t n
         return;
     }
     double od[256];
-    od_values(od);
+    sp_stains_od_table(od);
     for (int64_t i = 0; i < n; i++) {
         double x[3] = {od[rgb[3 * i]], od[rgb[3 * i + 1]], od[rgb[3 * i + 2]]};
         for (int k = 0; k < 3; k++) {

@@ -46,6 +46,9 @@ typedef struct sp_stains_map {
 sp_status sp_stains_map_init(const sp_stains *source, const sp_stains *target, sp_stains_map *map,
                              sp_err *err);
 
+/* The optical density of each byte value v: -ln(max(v, 1) / 255), as the maps use it. */
+void sp_stains_od_table(double od[256]);
+
 /* Map `n` interleaved RGB8 pixels; output channel k of pixel i goes to
  * out[i * pixel_step + k * channel_step] (pixel_step 3, channel_step 1: interleaved, in place
  * allowed; pixel_step 1, channel_step = plane: planar). */

@@ -107,7 +107,7 @@ def test_region_device_usage_error(run, testdata, tmp_path):
     assert "--device is cpu or cuda" in proc.stderr
 
 
-PROCESS_OPS = ["grey", "od", "sobel", "gaussian:2.5"]
+PROCESS_OPS = ["grey", "od", "sobel", "gaussian:2.5", "macenko"]
 
 
 @pytest.mark.parametrize("op", PROCESS_OPS)

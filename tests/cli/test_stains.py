@@ -237,16 +237,6 @@ def test_unstained_slide_fails_cleanly(run, tmp_path):
     assert list(tmp_path.iterdir()) == [white], "nothing may be written"
 
 
-def test_cuda_macenko_is_a_clear_error(run, testdata, tmp_path):
-    out = tmp_path / "out.zarr"
-    proc = run(["process", testdata / "aperio/CMU-1-Small-Region.svs", out, "--op", "macenko",
-                "--device", "cuda"])
-    assert proc.returncode == 1, describe(proc)
-    assert proc.stderr.startswith("slidepipe: --device cuda:"), describe(proc)
-    assert "macenko has no CUDA implementation" in proc.stderr
-    assert not out.exists()
-
-
 @pytest.mark.parametrize(
     "args,why",
     [

@@ -13,6 +13,7 @@
 #include "cuda/cuda_stains.h"
 #include "ops/op.h"
 #include "ops/reinhard.h"
+#include "ops/stains.h"
 #include "slidepipe.h"
 #include "unit.h"
 
@@ -40,6 +41,7 @@ static void compare(const uint8_t *a, const uint8_t *b, size_t n, const char *wh
 
 static void test_everywhere(void) {
     CHECK(sp_cuda_op_kernel("reinhard") == sp_cuda_op_reinhard);
+    CHECK(sp_cuda_op_kernel("macenko") == sp_cuda_op_macenko);
     sp_reinhard_stats ref, bad;
     sp_reinhard_reference(&ref);
     bad = ref;
@@ -52,6 +54,14 @@ static void test_everywhere(void) {
     uint64_t seed = 1;
     st = sp_cuda_stains_augment_patches(&s, dummy, 1, 1, &seed, 2.0);
     CHECK(st == SP_E_INVALID_ARG || st == SP_E_UNSUPPORTED);
+    /* the two Macenko maps the device test compares: tabled, and past the table's range */
+    sp_stains slide = {{0.65, 0.70, 0.29}, {0.07, 0.99, 0.11}, 1.9, 1.0, 0};
+    sp_stains_map map;
+    CHECK_EQ_INT(sp_stains_map_init(&slide, &s, &map, NULL), SP_OK);
+    CHECK_EQ_INT(map.tabled, 1);
+    slide.max_h = 0.02;
+    CHECK_EQ_INT(sp_stains_map_init(&slide, &s, &map, NULL), SP_OK);
+    CHECK_EQ_INT(map.tabled, 0);
 }
 
 static void test_device(void) {
@@ -120,6 +130,32 @@ static void test_device(void) {
         CHECK_EQ_INT(sp_cuda_op_runner_run(runner, &b, &err), SP_OK);
         compare(cpu, gpu, (size_t)(w * h * 3), "reinhard op");
         sp_cuda_op_runner_destroy(runner);
+    }
+    /* The macenko op, tabled (the usual case: bit for bit) and not (exp per pixel: within one),
+     * from a slide's stains s to the reference. */
+    for (int tabled = 1; tabled >= 0; tabled--) {
+        memset(&p, 0, sizeof p);
+        p.source = s;
+        if (!tabled) {
+            p.source.max_h = 0.02; /* so faint a source scales past the table's range */
+        }
+        sp_stains_reference(&p.target);
+        sp_stains_map map;
+        CHECK_EQ_INT(sp_stains_map_init(&p.source, &p.target, &map, NULL), SP_OK);
+        CHECK_EQ_INT(map.tabled, tabled);
+        b.dst = cpu;
+        CHECK_EQ_INT(sp_op_macenko.cpu(&p, &b), SP_OK);
+        runner = NULL;
+        CHECK_EQ_INT(sp_cuda_op_runner_create(&sp_op_macenko, &p, 128, &runner, &err), SP_OK);
+        if (runner != NULL) {
+            b.dst = gpu;
+            CHECK_EQ_INT(sp_cuda_op_runner_run(runner, &b, &err), SP_OK);
+            compare(cpu, gpu, (size_t)(w * h * 3), tabled ? "macenko op" : "macenko op, untabled");
+            if (tabled) {
+                CHECK(memcmp(cpu, gpu, (size_t)(w * h * 3)) == 0);
+            }
+            sp_cuda_op_runner_destroy(runner);
+        }
     }
     sp_cuda_context_destroy(ctx);
     free(px);
