@@ -18,6 +18,10 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "slidepipe: MESSAGE" and the command's usage on stderr; return CLI_USAGE_ERROR. */
 int cli_usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The getopt_long codes a command does not handle itself: 'h' prints the usage on stdout and
+ * returns CLI_OK; ':' (a missing value) and anything else are usage errors naming the option. */
+int cli_option_other(const char *usage, int code, char **argv);
+
 /* Parse a whole decimal integer within [min, max]; false on anything else. */
 bool cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 

@@ -43,6 +43,17 @@ int cli_usage_error(const char *usage, const char *fmt, ...) {
     return CLI_USAGE_ERROR;
 }
 
+int cli_option_other(const char *usage, int code, char **argv) {
+    if (code == 'h') {
+        printf("usage: %s\n", usage);
+        return CLI_OK;
+    }
+    if (code == ':') {
+        return cli_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
+    }
+    return cli_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+}
+
 bool cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out) {
     if (text == NULL || *text == '\0') {
         return false;

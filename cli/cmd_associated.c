@@ -19,9 +19,7 @@ int cmd_associated(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_option_other(USAGE, c, argv);
         }
     }
     if (optind != argc - 2) {

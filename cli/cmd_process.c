@@ -105,9 +105,7 @@ int cmd_process(int argc, char **argv) {
             what = "in-flight";
             break;
         case 'j': json = true; continue;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_option_other(USAGE, c, argv);
         }
         /* The library's range; a codec level given is 1 or more (0, the codec's default, is
          * what leaving the option out means). */

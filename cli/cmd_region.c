@@ -110,9 +110,7 @@ int cmd_region(int argc, char **argv) {
                 return CLI_USAGE_ERROR;
             }
             continue;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_option_other(USAGE, c, argv);
         }
         if (!cli_parse_int(optarg, lo, hi, &v[i])) {
             return cli_usage_error(USAGE, "bad value '%s' for --%s (an integer in %lld..%lld)",

@@ -79,9 +79,7 @@ int cmd_synth(int argc, char **argv) {
             }
             break;
         case 'a': artifacts = true; break;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_option_other(USAGE, c, argv);
         }
     }
     if (optind != argc - 1) {

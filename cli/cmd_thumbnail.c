@@ -48,9 +48,7 @@ int cmd_thumbnail(int argc, char **argv) {
                 return CLI_USAGE_ERROR;
             }
             break;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_option_other(USAGE, c, argv);
         }
     }
     if (max_size < 0) {

@@ -126,9 +126,7 @@ int cmd_tiles(int argc, char **argv) {
                 return cli_usage_error(USAGE, "bad --threads '%s' (an integer in 0..1024)", optarg);
             }
             break;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        default: return cli_option_other(USAGE, c, argv);
         }
     }
     if (size < 0) {

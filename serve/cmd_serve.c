@@ -188,9 +188,9 @@ int cmd_serve(int argc, char **argv) {
             }
             ann_paths[n_ann++] = optarg;
             continue;
-        case 'h': printf("usage: %s\n", USAGE); return CLI_OK;
-        case ':': return cli_usage_error(USAGE, "option '%s' needs a value", argv[optind - 1]);
-        case '?': return cli_usage_error(USAGE, "unknown option '%s'", argv[optind - 1]);
+        case 'h':
+        case ':':
+        case '?': return cli_option_other(USAGE, c, argv);
         default: break;
         }
         static const struct {
