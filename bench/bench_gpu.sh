@@ -14,7 +14,8 @@
 #   bench   each comparison of issue 7 against its peer in the same run (bench/gpu_peers.py):
 #           1 raw.tif level 0 into one GPU array vs tifffile.imread + cupy.asarray
 #           2 jpeg.tif regions into GPU memory (GP/s) vs our CPU path on all cores and vs cuCIM's
-#             batched read_region(device="cuda") on the same regions
+#             batched read_region(device="cuda") on the same regions; ours also in batches of 64
+#             regions (sp_cuda_read_regions)
 #           3 raw.tif -> Sobel -> Zarr, tile-wise on the GPU, vs CuPy whole-image (peak GPU
 #             memory of both) and vs our CPU engine
 #           4 spectra of a corpus (CORPUS names of raw.tif, default 4) vs PyTorch (unfold, fft2,
@@ -181,6 +182,8 @@ if has bench; then
     # 2
     stepo "2 ours (cuda): jpeg regions" 180 "$res/jpeg_ours.json" $gr "$jpeg" regions \
         --list "$list" --threads "$threads" --device cuda $R
+    stepo "2 ours (cuda, --batch 64): jpeg regions" 180 "$res/jpeg_ours_batch.json" $gr "$jpeg" \
+        regions --list "$list" --threads "$threads" --device cuda --batch 64 $R
     stepo "2 ours (cuda, SLIDEPIPE_NVJPEG=0): jpeg regions" 180 "$res/jpeg_ours_cpudecode.json" \
         env SLIDEPIPE_NVJPEG=0 $gr "$jpeg" regions --list "$list" --threads "$threads" --device cuda $R
     stepo "2 ours (cpu): jpeg regions" 180 "$res/jpeg_cpu.json" $gr "$jpeg" regions \

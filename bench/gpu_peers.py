@@ -433,6 +433,13 @@ def cmd_report(args, be: Backend) -> dict:
         "cuCIM read_region(device='cuda'), batched", unit="gps")
     row("2 jpeg.tif regions -> GPU", jpeg_ours, _load(d, "jpeg_ours_cpudecode"),
         "ours, CPU decode + upload (SLIDEPIPE_NVJPEG=0)", unit="gps")
+    batched = _load(d, "jpeg_ours_batch")
+    row("2 jpeg.tif regions -> GPU, batches of 64", batched, _load(d, "jpeg_cucim"),
+        "cuCIM read_region(device='cuda'), batched", unit="gps")
+    if batched and "nvjpeg_tiles" in batched:
+        checks["jpeg path, batches of 64"] = (
+            f"{batched['nvjpeg_regions']} regions ({batched['nvjpeg_tiles']} tiles) through "
+            f"nvJPEG, {batched['cpu_regions']} on the CPU path")
     if jpeg_ours and "nvjpeg_tiles" in jpeg_ours:
         checks["jpeg path"] = (f"{jpeg_ours['nvjpeg_regions']} regions ({jpeg_ours['nvjpeg_tiles']}"
                                f" tiles) through nvJPEG, {jpeg_ours['cpu_regions']} on the CPU "

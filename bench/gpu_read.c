@@ -6,14 +6,15 @@
  *            the i-th horizontal stripe into its rows of that array (comparison 1 of issue 7);
  *   regions  the regions of a list file ("x y w h" per line, level-0 origin, as the Python peers
  *            read them), threads taking the next region from a shared counter, each region into
- *            the thread's own device buffer (comparison 2).
+ *            the thread's own device buffer (comparison 2); with --batch N (cuda), N regions at
+ *            a time through sp_cuda_read_regions (their JPEG tiles decoded in one nvJPEG batch).
  * The JSON also says which read paths were taken (sp_cuda_get_decode_stats: regions and tiles
  * through nvJPEG, regions copied directly from uncompressed tiles, regions on the CPU path, the
  * last reason for the CPU path).
  * The first repetition is a warm-up (contexts, pinned staging, the page cache) and is reported
  * but left out of the median. Errors print one line on stderr and exit 1.
  * usage: gpu_read SLIDE whole|regions [--level L] [--list FILE] [--threads T] [--device cuda|cpu]
- *                 [--repeat R] */
+ *                 [--repeat R] [--batch N] */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -40,6 +41,7 @@ typedef struct job {
     const region *regions;
     size_t n_regions;
     int64_t max_region_bytes;
+    int batch; /* regions mode, cuda: regions per sp_cuda_read_regions call (1: sp_cuda_read_region) */
     atomic_size_t next;
     atomic_int failed;
     char error[512];
@@ -50,7 +52,8 @@ typedef struct worker {
     job *job;
     int index;
     sp_cuda_context *ctx;
-    void *buffer; /* regions mode: this thread's destination */
+    void *buffer; /* regions mode: this thread's destination (batch regions' worth) */
+    sp_cuda_region *batch; /* --batch > 1: the regions of one call */
 } worker;
 
 static double now(void) {
@@ -118,6 +121,25 @@ static void *run_worker(void *arg) {
         }
         return NULL;
     }
+    while (j->batch > 1) {
+        size_t i = atomic_fetch_add(&j->next, (size_t)j->batch);
+        if (i >= j->n_regions || atomic_load(&j->failed)) {
+            return NULL;
+        }
+        size_t n = j->n_regions - i < (size_t)j->batch ? j->n_regions - i : (size_t)j->batch;
+        for (size_t k = 0; k < n; k++) {
+            const region *r = &j->regions[i + k];
+            w->batch[k] = (sp_cuda_region){.level = j->level, .x = r->x, .y = r->y,
+                                           .width = r->w, .height = r->h, .stride = r->w * 3,
+                                           .dst_device = (uint8_t *)w->buffer +
+                                                         k * (size_t)j->max_region_bytes};
+        }
+        sp_status st = sp_cuda_read_regions(w->ctx, j->slide, SP_PIXEL_RGB8, w->batch, n);
+        if (st != SP_OK) {
+            fail_job(j, "reading a batch of regions", st, why_failed(w));
+            return NULL;
+        }
+    }
     for (;;) {
         size_t i = atomic_fetch_add(&j->next, 1);
         if (i >= j->n_regions || atomic_load(&j->failed)) {
@@ -179,13 +201,14 @@ static int die(const char *msg) {
 int main(int argc, char **argv) {
     if (argc < 3 || (strcmp(argv[2], "whole") != 0 && strcmp(argv[2], "regions") != 0)) {
         fprintf(stderr, "usage: gpu_read SLIDE whole|regions [--level L] [--list FILE] "
-                        "[--threads T] [--device cuda|cpu] [--repeat R]\n");
+                        "[--threads T] [--device cuda|cpu] [--repeat R] [--batch N]\n");
         return 2;
     }
     static job j;
     j.whole = strcmp(argv[2], "whole") == 0;
     j.cuda = 1;
     j.threads = 1;
+    j.batch = 1;
     int repeat = 3;
     const char *list = NULL;
     for (int a = 3; a + 1 < argc; a += 2) {
@@ -199,12 +222,15 @@ int main(int argc, char **argv) {
             j.cuda = strcmp(argv[a + 1], "cpu") != 0;
         } else if (strcmp(argv[a], "--repeat") == 0) {
             repeat = atoi(argv[a + 1]);
+        } else if (strcmp(argv[a], "--batch") == 0) {
+            j.batch = atoi(argv[a + 1]);
         } else {
             return die("unknown option");
         }
     }
-    if (j.threads < 1 || j.threads > 1024 || repeat < 1 || repeat > 1000) {
-        return die("bad --threads or --repeat");
+    if (j.threads < 1 || j.threads > 1024 || repeat < 1 || repeat > 1000 || j.batch < 1 ||
+        j.batch > 4096 || (j.batch > 1 && (!j.cuda || j.whole))) {
+        return die("bad --threads, --repeat or --batch (regions mode, --device cuda)");
     }
     if (!j.whole && (list == NULL || !load_regions(list, (region **)&j.regions, &j.n_regions,
                                                    &j.max_region_bytes))) {
@@ -234,11 +260,11 @@ int main(int argc, char **argv) {
         }
         if (!j.whole) {
             ws[t].buffer = NULL;
-            sp_status st =
-                j.cuda ? sp_cuda_alloc(ws[t].ctx, (size_t)j.max_region_bytes, &ws[t].buffer)
-                       : ((ws[t].buffer = malloc((size_t)j.max_region_bytes)) != NULL ? SP_OK
-                                                                                      : SP_E_NOMEM);
-            if (st != SP_OK) {
+            size_t bytes = (size_t)j.max_region_bytes * (size_t)j.batch;
+            sp_status st = j.cuda ? sp_cuda_alloc(ws[t].ctx, bytes, &ws[t].buffer)
+                                  : ((ws[t].buffer = malloc(bytes)) != NULL ? SP_OK : SP_E_NOMEM);
+            ws[t].batch = calloc((size_t)j.batch, sizeof *ws[t].batch);
+            if (st != SP_OK || ws[t].batch == NULL) {
                 rc = die("cannot allocate a region buffer");
             }
         }
@@ -290,10 +316,10 @@ int main(int argc, char **argv) {
         double median = sorted[m / 2];
         printf("{\"mode\": \"%s\", \"device\": \"%s\", \"threads\": %d, \"level\": %d, "
                "\"width\": %lld, \"height\": %lld, \"regions\": %zu, \"pixels\": %lld, "
-               "\"median_s\": %.6f, \"gpix_per_s\": %.4f, \"seconds\": [",
+               "\"batch\": %d, \"median_s\": %.6f, \"gpix_per_s\": %.4f, \"seconds\": [",
                j.whole ? "whole" : "regions", j.cuda ? "cuda" : "cpu", j.threads, j.level,
                (long long)j.level_w, (long long)j.level_h, j.whole ? (size_t)1 : j.n_regions,
-               (long long)pixels, median, (double)pixels / median * 1e-9);
+               (long long)pixels, j.batch, median, (double)pixels / median * 1e-9);
         for (int r = 0; r < repeat; r++) {
             printf("%s%.6f", r ? ", " : "", times[r]);
         }
@@ -327,6 +353,7 @@ int main(int argc, char **argv) {
                 free(ws[t].buffer);
             }
         }
+        free(ws[t].batch);
         sp_cuda_context_destroy(ws[t].ctx);
     }
     free(ws);

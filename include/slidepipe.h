@@ -472,6 +472,24 @@ SP_API sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide,
                                      int32_t level, int64_t x, int64_t y, int64_t width,
                                      int64_t height);
 
+/* One region of a batch read into device memory (sp_cuda_read_regions): where and what, as
+ * sp_cuda_read_region takes them, and, after the call, how its read went. */
+typedef struct sp_cuda_region {
+    int32_t level;
+    int64_t x, y, width, height; /* level-0 origin, level pixels */
+    void *dst_device;            /* rows of `stride` bytes */
+    int64_t stride;
+    sp_status status; /* out */
+} sp_cuda_region;
+
+/* n regions of one slide into device memory, in one pixel format: the same pixels as n calls of
+ * sp_cuda_read_region, with the JPEG tiles under regions of one level decoded by nvJPEG in large
+ * batches, each distinct tile once per call (regions that overlap share their tiles' decodes).
+ * Regions the batched path does not take are read one by one as sp_cuda_read_region reads them.
+ * Each region's status is set; returns SP_OK when all are SP_OK, else the first failure's. */
+SP_API sp_status sp_cuda_read_regions(sp_cuda_context *ctx, sp_slide *slide,
+                                      sp_pixel_format format, sp_cuda_region *regions, size_t n);
+
 /* ---- How region reads into GPU memory decode (nvJPEG, direct copies) ------------------------ */
 
 /* sp_cuda_read_region decodes the JPEG tiles of TIFF levels (generic TIFF, Aperio SVS, OME-TIFF;

@@ -82,6 +82,14 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     return SP_E_UNSUPPORTED;
 }
 
+sp_status sp_cuda_read_regions(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                               sp_cuda_region *regions, size_t n) {
+    for (size_t i = 0; regions != NULL && i < n; i++) {
+        regions[i].status = SP_E_UNSUPPORTED;
+    }
+    return SP_E_UNSUPPORTED;
+}
+
 void sp_cuda_context_set_band_bytes(sp_cuda_context *ctx, size_t bytes) {}
 
 sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {

@@ -47,6 +47,12 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
                               uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
                               int64_t w, int64_t h);
 
+/* sp_cuda_nvjpeg_read for n regions of one level at once (cuda_nvjpeg.c): each distinct tile
+ * under them decoded once, in large batches. done[i] says whether region i was read here; the
+ * others must be read on their own (sp_cuda_read_region). Returns how many were read here. */
+size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                                int32_t level, sp_cuda_region *regions, size_t n, bool *done);
+
 /* Read a region of an uncompressed RGB TIFF level into device memory as RGB8 (cuda_raw_tiles.c):
  * the rows of each tile the region needs are read straight into pinned staging and copied to the
  * destination with 2-D copies, no pixel touched on the CPU. Same contract as

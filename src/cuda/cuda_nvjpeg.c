@@ -12,6 +12,11 @@
  * (NVJPEG_BACKEND_HARDWARE: A100, H100) when it can be created, else the default back end; a
  * context whose hardware decoder fails a batch switches to the default back end.
  *
+ * sp_cuda_nvjpeg_read_many does the same for many regions of one level: the distinct tiles under
+ * all of them, in raster order, each decoded once, in batches as large as the scratch holds, then
+ * every region's part of each painted; a region that touches a tile this path cannot take goes to
+ * the CPU path alone.
+ *
  * Anything this path does not handle — a level that is not such JPEG, a missing tile, a
  * progressive, 12-bit or four-component stream, subsampling other than 4:4:4, 4:2:2 or 4:2:0,
  * a frame that is not the tile's size, nvJPEG absent (or SLIDEPIPE_NVJPEG=0), any nvJPEG or CUDA
@@ -525,4 +530,254 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     atomic_fetch_add(&NVJPEG_REGIONS, 1);
     atomic_fetch_add(&NVJPEG_TILES, (uint64_t)done);
     return SP_OK;
+}
+
+/* ---- many regions at once ----------------------------------------------------------------- */
+
+/* One region's use of one tile: the part of the region the tile covers (level pixels). */
+typedef struct tile_use {
+    size_t region;
+    int64_t col, row;
+    int64_t cx0, cy0, cx1, cy1;
+    size_t tile; /* index of the distinct tile, after sorting */
+} tile_use;
+
+static int use_order(const void *a, const void *b) {
+    const tile_use *u = a, *v = b;
+    if (u->row != v->row) {
+        return u->row < v->row ? -1 : 1;
+    }
+    if (u->col != v->col) {
+        return u->col < v->col ? -1 : 1;
+    }
+    return u->region < v->region ? -1 : u->region > v->region;
+}
+
+/* The distinct tiles first..first+n of `tiles` decoded in one nvJPEG batch into the scratch, then
+ * every use of them painted. A tile this path cannot take, or a failed batch, marks the regions
+ * that use them as failed (they go to the CPU path); the rest are painted. Returns the tiles
+ * decoded, or -1 when nvJPEG or CUDA failed on the batch. */
+static int64_t many_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide,
+                          const sp_raw_level *raw, int32_t level, tile_job *tiles, int64_t first,
+                          int n, const tile_use *uses, size_t n_uses, size_t *use_at,
+                          sp_cuda_region *regions, const sp_cuda_span *spans, bool *failed,
+                          size_t slot_bytes, int bpp) {
+    const unsigned char *data[BATCH_MAX];
+    size_t lengths[BATCH_MAX];
+    nvjpeg_image_t images[BATCH_MAX];
+    int slot_of[BATCH_MAX]; /* each tile's slot in the batch, -1 when it is left out */
+    size_t plane_bytes = (size_t)(raw->tile_width * raw->tile_height);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        tile_job *t = &tiles[first + i];
+        sp_err err = {0};
+        slot_of[i] = -1;
+        if (sp_slide_read_raw_tile(slide, level, t->col, t->row, &t->stream, &t->len, &err) !=
+            SP_OK) {
+            sp_cuda_note_fallback("%s", err.msg);
+            continue;
+        }
+        if (t->stream == NULL) {
+            sp_cuda_note_fallback("tile (%lld, %lld) is missing", (long long)t->col,
+                                  (long long)t->row);
+            continue;
+        }
+        if (check_tile(nv, raw, t) != SP_OK) {
+            continue;
+        }
+        memset(&images[m], 0, sizeof images[m]);
+        for (int c = 0; c < 3; c++) {
+            uint8_t *plane = nv->scratch + (size_t)m * slot_bytes + (size_t)c * plane_bytes;
+            images[m].channel[c] = plane;
+            images[m].pitch[c] = (size_t)raw->tile_width;
+            t->planes.plane[c] = plane;
+            t->planes.pitch[c] = raw->tile_width;
+        }
+        data[m] = t->stream;
+        lengths[m] = t->len;
+        slot_of[i] = m++;
+    }
+    bool decoded = false;
+    batch_state *bs = m > 0 ? state_for(nv, m) : NULL;
+    if (bs != NULL) {
+        int s = API.decode_batched(nv->handle, bs->state, data, lengths, images, ctx->stream);
+        decoded = s == NVJPEG_OK;
+        if (!decoded) {
+            bs->batch_size = 0;
+            sp_cuda_note_fallback("nvjpegDecodeBatched failed (status %d)", s);
+        }
+    }
+    /* Paint every use of these tiles; a use of a tile not decoded fails its region. */
+    for (; *use_at < n_uses && uses[*use_at].tile < (size_t)(first + n); (*use_at)++) {
+        const tile_use *u = &uses[*use_at];
+        int i = (int)(u->tile - (size_t)first);
+        if (!decoded || slot_of[i] < 0) {
+            failed[u->region] = true;
+            continue;
+        }
+        if (failed[u->region]) {
+            continue;
+        }
+        const tile_job *t = &tiles[u->tile];
+        const sp_cuda_region *r = &regions[u->region];
+        int64_t tx = t->col * raw->tile_width, ty = t->row * raw->tile_height;
+        uint8_t *out = (uint8_t *)r->dst_device + (u->cy0 - spans[u->region].ly) * r->stride +
+                       (u->cx0 - spans[u->region].lx) * bpp;
+        int e = sp_cuda_launch_jpeg_planes(&t->planes, (int)(u->cx0 - tx), (int)(u->cy0 - ty),
+                                           (int)(u->cx1 - u->cx0), (int)(u->cy1 - u->cy0), out,
+                                           r->stride, bpp, ctx->stream);
+        if (e != 0) {
+            sp_cuda_note_fallback("the JPEG planes kernel failed: %s",
+                                  cudaGetErrorString((cudaError_t)e));
+            failed[u->region] = true;
+        }
+    }
+    /* the streams are host memory that nvJPEG may still read: wait before they are freed */
+    cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        sp_cuda_note_fallback("nvJPEG decoding failed: %s", cudaGetErrorString(e));
+        for (size_t k = 0; k < *use_at; k++) {
+            failed[uses[k].region] = true; /* what this batch painted is not known to be there */
+        }
+        decoded = false;
+    }
+    for (int i = 0; i < n; i++) {
+        free(tiles[first + i].stream);
+        tiles[first + i].stream = NULL;
+    }
+    if (!decoded && m > 0 && bs != NULL) {
+        return -1;
+    }
+    return decoded ? m : 0;
+}
+
+size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                                int32_t level, sp_cuda_region *regions, size_t n, bool *done) {
+    for (size_t i = 0; i < n; i++) {
+        done[i] = false;
+    }
+    int mode = nvjpeg_mode();
+    sp_raw_level raw;
+    if (mode == 0 || n == 0 || !sp_slide_raw_level(slide, level, &raw) ||
+        raw.kind != SP_RAW_JPEG || sp_slide_error(slide) != NULL) {
+        return 0; /* each region's own read says why */
+    }
+    pthread_once(&API_ONCE, load_api);
+    if (!API_OK || raw.tile_width > 65536 || raw.tile_height > 65536 ||
+        (uint64_t)(3 * raw.tile_width * raw.tile_height) > SCRATCH_MAX) {
+        return 0;
+    }
+    sp_nvjpeg *nv = decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
+    if (nv == NULL) {
+        return 0;
+    }
+    const sp_level *l = &slide->levels[level];
+    int bpp = sp_pixel_format_bytes(format);
+    int64_t tw = raw.tile_width, th = raw.tile_height;
+    sp_cuda_span *spans = calloc(n, sizeof *spans);
+    bool *failed = calloc(n, sizeof *failed);
+    size_t n_uses = 0, cap = 0;
+    tile_use *uses = NULL;
+    bool ok = spans != NULL && failed != NULL;
+    for (size_t r = 0; ok && r < n; r++) {
+        sp_cuda_region *g = &regions[r];
+        if (!sp_cuda_level_span(l->width, l->height, l->downsample, g->x, g->y, g->width,
+                                g->height, &spans[r]) ||
+            sp_cuda_fill_outside(ctx, slide, format, g->dst_device, g->stride, g->width, g->height,
+                                 &spans[r]) != SP_OK) {
+            failed[r] = true;
+            continue;
+        }
+        const sp_cuda_span *s = &spans[r];
+        for (int64_t row = s->y0 / th; ok && row * th < s->y1; row++) {
+            for (int64_t col = s->x0 / tw; ok && col * tw < s->x1; col++) {
+                if (n_uses == cap) {
+                    size_t grown = cap ? 2 * cap : 64;
+                    tile_use *p = realloc(uses, grown * sizeof *p);
+                    ok = p != NULL;
+                    if (!ok) {
+                        break;
+                    }
+                    uses = p;
+                    cap = grown;
+                }
+                int64_t tx = col * tw, ty = row * th;
+                uses[n_uses++] = (tile_use){
+                    .region = r,
+                    .col = col,
+                    .row = row,
+                    .cx0 = tx > s->x0 ? tx : s->x0,
+                    .cy0 = ty > s->y0 ? ty : s->y0,
+                    .cx1 = tx + tw < s->x1 ? tx + tw : s->x1,
+                    .cy1 = ty + th < s->y1 ? ty + th : s->y1,
+                };
+            }
+        }
+    }
+    /* The distinct tiles, in raster order, each decoded once for all the regions using it. */
+    tile_job *tiles = NULL;
+    size_t n_tiles = 0;
+    if (ok && n_uses > 0) {
+        qsort(uses, n_uses, sizeof *uses, use_order);
+        tiles = calloc(n_uses, sizeof *tiles);
+        ok = tiles != NULL;
+        for (size_t k = 0; ok && k < n_uses; k++) {
+            if (n_tiles == 0 || tiles[n_tiles - 1].col != uses[k].col ||
+                tiles[n_tiles - 1].row != uses[k].row) {
+                tiles[n_tiles].col = uses[k].col;
+                tiles[n_tiles].row = uses[k].row;
+                n_tiles++;
+            }
+            uses[k].tile = n_tiles - 1;
+        }
+    }
+    size_t slot_bytes = (size_t)(3 * tw * th);
+    int64_t slots = (int64_t)(SCRATCH_MAX / slot_bytes);
+    slots = slots < BATCH_MAX ? slots : BATCH_MAX;
+    slots = slots < (int64_t)n_tiles ? slots : (int64_t)n_tiles;
+    if (ok && slots > 0 && nv->scratch_bytes < (size_t)slots * slot_bytes) {
+        cudaFree(nv->scratch);
+        nv->scratch = NULL;
+        nv->scratch_bytes = 0;
+        if (cudaMalloc((void **)&nv->scratch, (size_t)slots * slot_bytes) != cudaSuccess) {
+            (void)cudaGetLastError();
+            sp_cuda_note_fallback("cannot allocate the nvJPEG scratch");
+            ok = false;
+        } else {
+            nv->scratch_bytes = (size_t)slots * slot_bytes;
+        }
+    }
+    int64_t decoded = 0;
+    size_t use_at = 0;
+    bool broke = false; /* nvJPEG or CUDA failed on a batch */
+    for (int64_t first = 0; ok && first < (int64_t)n_tiles; first += slots) {
+        int m = (int)((int64_t)n_tiles - first < slots ? (int64_t)n_tiles - first : slots);
+        int64_t got = many_batch(ctx, nv, slide, &raw, level, tiles, first, m, uses, n_uses,
+                                 &use_at, regions, spans, failed, slot_bytes, bpp);
+        broke |= got < 0;
+        decoded += got > 0 ? got : 0;
+    }
+    size_t count = 0;
+    for (size_t r = 0; ok && r < n; r++) {
+        done[r] = !failed[r];
+        count += done[r];
+    }
+    if (count < n) {
+        cudaStreamSynchronize(ctx->stream);
+        (void)cudaGetLastError();
+    }
+    atomic_fetch_add(&NVJPEG_REGIONS, (uint64_t)count);
+    atomic_fetch_add(&NVJPEG_TILES, (uint64_t)decoded);
+    free(tiles);
+    free(uses);
+    free(failed);
+    free(spans);
+    if (broke && nv->hardware) {
+        /* as for one region: the hardware decoder failed where it said it could decode, so the
+         * default back end from the next call on */
+        sp_cuda_nvjpeg_destroy(ctx);
+        ctx->nvjpeg_no_hardware = 1;
+    }
+    return count;
 }

@@ -5,9 +5,11 @@
  * decoded by sp_slide_read_region into staging[i % 2] and uploaded with an asynchronous 2-D copy,
  * so the CPU decodes band i+1 while the copy engine moves band i. An event per buffer keeps a
  * buffer from being refilled before its upload has finished. On any failure the destination
- * area is zeroed on the device. */
+ * area is zeroed on the device. sp_cuda_read_regions takes many regions at once: those at one
+ * level of JPEG tiles go to nvJPEG together (cuda_nvjpeg.c), the rest one by one as above. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/level_coords.h"
@@ -96,6 +98,70 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
         zero_device_area(ctx, dst_device, stride, row_bytes, height);
     }
     return st;
+}
+
+sp_status sp_cuda_read_regions(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                               sp_cuda_region *regions, size_t n) {
+    int bpp = sp_pixel_format_bytes(format);
+    if (ctx == NULL || slide == NULL || (regions == NULL && n > 0) || bpp == 0) {
+        return SP_E_INVALID_ARG;
+    }
+    bool *done = calloc(n > 0 ? n : 1, sizeof *done);
+    bool *grouped = calloc(n > 0 ? n : 1, sizeof *grouped);
+    sp_cuda_region *group = malloc((n > 0 ? n : 1) * sizeof *group);
+    size_t *where = malloc((n > 0 ? n : 1) * sizeof *where);
+    if (done == NULL || grouped == NULL || group == NULL || where == NULL) {
+        free(done);
+        free(grouped);
+        free(group);
+        free(where);
+        return SP_E_NOMEM;
+    }
+    /* Regions whose arguments sp_cuda_read_region would take, level by level, through the
+     * batched nvJPEG path; the rest, and whatever it declines, one by one below. */
+    if (cudaSetDevice(ctx->device) == cudaSuccess) {
+        for (size_t i = 0; i < n; i++) {
+            const sp_cuda_region *r = &regions[i];
+            bool fits = r->dst_device != NULL && r->width > 0 && r->height > 0 &&
+                        r->width <= INT64_MAX / 4 && r->stride >= r->width * bpp &&
+                        (size_t)r->width * (size_t)bpp <= ctx->band_bytes;
+            grouped[i] = !fits;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (grouped[i]) {
+                continue;
+            }
+            size_t m = 0;
+            for (size_t k = i; k < n; k++) {
+                if (!grouped[k] && regions[k].level == regions[i].level) {
+                    grouped[k] = true;
+                    group[m] = regions[k];
+                    where[m++] = k;
+                }
+            }
+            bool *got = calloc(m, sizeof *got);
+            if (got != NULL &&
+                sp_cuda_nvjpeg_read_many(ctx, slide, format, regions[i].level, group, m, got) > 0) {
+                for (size_t k = 0; k < m; k++) {
+                    done[where[k]] = got[k];
+                }
+            }
+            free(got);
+        }
+    }
+    sp_status first = SP_OK;
+    for (size_t i = 0; i < n; i++) {
+        sp_cuda_region *r = &regions[i];
+        r->status = done[i] ? SP_OK
+                            : sp_cuda_read_region(ctx, slide, format, r->dst_device, r->stride,
+                                                  r->level, r->x, r->y, r->width, r->height);
+        first = first == SP_OK ? r->status : first;
+    }
+    free(done);
+    free(grouped);
+    free(group);
+    free(where);
+    return first;
 }
 
 bool sp_cuda_level_span(int64_t level_width, int64_t level_height, double downsample, int64_t x,

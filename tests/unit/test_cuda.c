@@ -51,6 +51,8 @@ static void test_without_gpu(void) {
     void *p = (void *)1;
     CHECK(sp_cuda_alloc(NULL, 16, &p) != SP_OK && p == NULL);
     CHECK(sp_cuda_read_region(NULL, NULL, SP_PIXEL_RGBA8, NULL, 0, 0, 0, 0, 1, 1) != SP_OK);
+    sp_cuda_region r = {.status = SP_OK};
+    CHECK(sp_cuda_read_regions(NULL, NULL, SP_PIXEL_RGBA8, &r, 1) != SP_OK);
     sp_cuda_context_destroy(NULL);
     /* the read-path counters answer in every build; nothing was read on the GPU */
     sp_cuda_decode_stats stats = {.struct_size = sizeof stats};
@@ -330,6 +332,66 @@ static void test_ops_without_gpu(void) {
     CHECK(runner == NULL && err.msg[0] != '\0');
 }
 
+/* sp_cuda_read_regions against one sp_cuda_read_region per region, byte for byte: overlapping
+ * regions (shared tiles), one past the level's edge, one wholly outside it (the batch path
+ * declines it), one with bad arguments; RGB8 then RGBA8. */
+static void test_batched_reads(const char *data) {
+    char path[1024], err[300];
+    snprintf(path, sizeof path, "%s/aperio/CMU-1-Small-Region.svs", data);
+    sp_slide *slide = NULL;
+    sp_cuda_context *ctx = NULL;
+    CHECK_EQ_INT(sp_slide_open(path, &slide, err, sizeof err), SP_OK);
+    CHECK_EQ_INT(sp_cuda_context_create(-1, &ctx, err, sizeof err), SP_OK);
+    enum { N = 7, W = 300, H = 200 };
+    static const int64_t AT[N][3] = {{0, 0, 0},      {150, 90, 0},   {160, 100, 0},
+                                     {2000, 2850, 0}, {-40, -30, 0}, {5000, 5000, 0},
+                                     {700, 0, 0}};
+    for (int fmt = 0; slide != NULL && ctx != NULL && fmt < 2; fmt++) {
+        sp_pixel_format pf = fmt == 0 ? SP_PIXEL_RGB8 : SP_PIXEL_RGBA8;
+        int bpp = sp_pixel_format_bytes(pf);
+        int64_t stride = W * bpp + 8;
+        size_t bytes = (size_t)(stride * H);
+        sp_cuda_region reg[N];
+        void *one = NULL;
+        uint8_t *a = malloc(bytes), *b = malloc(bytes);
+        CHECK_EQ_INT(sp_cuda_alloc(ctx, bytes, &one), SP_OK);
+        for (int i = 0; i < N; i++) {
+            reg[i] = (sp_cuda_region){.level = (int32_t)AT[i][2], .x = AT[i][0], .y = AT[i][1],
+                                      .width = W, .height = H, .stride = stride};
+            CHECK_EQ_INT(sp_cuda_alloc(ctx, bytes, &reg[i].dst_device), SP_OK);
+        }
+        reg[N - 1].stride = 1; /* bad arguments: its own status, the others still read */
+        sp_cuda_decode_stats before = {.struct_size = sizeof before},
+                             after = {.struct_size = sizeof after};
+        CHECK_EQ_INT(sp_cuda_get_decode_stats(&before), SP_OK);
+        CHECK_EQ_INT(sp_cuda_read_regions(ctx, slide, pf, reg, N), SP_E_INVALID_ARG);
+        CHECK_EQ_INT(sp_cuda_get_decode_stats(&after), SP_OK);
+        CHECK(after.nvjpeg_regions - before.nvjpeg_regions >= 4);
+        for (int i = 0; i < N - 1; i++) {
+            CHECK_EQ_INT(reg[i].status, SP_OK);
+            CHECK_EQ_INT(sp_cuda_read_region(ctx, slide, pf, one, stride, reg[i].level, reg[i].x,
+                                             reg[i].y, W, H),
+                         SP_OK);
+            CHECK_EQ_INT(sp_cuda_copy_to_host(ctx, a, one, bytes), SP_OK);
+            CHECK_EQ_INT(sp_cuda_copy_to_host(ctx, b, reg[i].dst_device, bytes), SP_OK);
+            int64_t differing = 0;
+            for (int64_t r = 0; r < H; r++) {
+                differing += memcmp(a + r * stride, b + r * stride, (size_t)(W * bpp)) != 0;
+            }
+            CHECK_EQ_INT(differing, 0);
+        }
+        CHECK_EQ_INT(reg[N - 1].status, SP_E_INVALID_ARG);
+        for (int i = 0; i < N; i++) {
+            sp_cuda_free(ctx, reg[i].dst_device);
+        }
+        sp_cuda_free(ctx, one);
+        free(a);
+        free(b);
+    }
+    sp_cuda_context_destroy(ctx);
+    sp_slide_close(slide);
+}
+
 void unit_run(void) {
     test_level0_coord();
     test_raw_tiff_helper();
@@ -370,4 +432,5 @@ void unit_run(void) {
            (unsigned long long)(after.cpu_regions - before.cpu_regions), after.last_fallback,
            worst_abs, worst_mean, NVJPEG_MAX_ABS, NVJPEG_MAX_MEAN);
     CHECK(after.nvjpeg_regions > before.nvjpeg_regions);
+    test_batched_reads(data);
 }
