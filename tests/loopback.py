@@ -217,10 +217,12 @@ def azure_sas_query(fields, account, key, container):
 
 
 class AzureBlobServer:
-    """Azure Blob Storage's Get Blob on 127.0.0.1, path-style as Azurite serves it:
-    /ACCOUNT/CONTAINER/BLOB is the file ROOT/CONTAINER/BLOB. Honours Range (206 with
-    Content-Range; a request without one gets 200 and the whole blob), sends an ETag and honours
-    If-Match (412 ConditionNotMet). Authorises each request as Azure does: a Shared Key
+    """Azure Blob Storage's Get Blob, Put Blob and Delete Blob on 127.0.0.1, path-style as Azurite
+    serves it: /ACCOUNT/CONTAINER/BLOB is the file ROOT/CONTAINER/BLOB. Get honours Range (206
+    with Content-Range; a request without one gets 200 and the whole blob), sends an ETag and
+    honours If-Match (412 ConditionNotMet). Put wants x-ms-blob-type BlockBlob and checks the body
+    against Content-MD5 when sent (400 Md5Mismatch); it writes the file whole (a temporary name
+    renamed into place). Anonymous requests only read. Authorises each request as Azure does: a Shared Key
     Authorization header whose signature it recomputes (azure_string_to_sign) with `key`, with
     x-ms-version and an x-ms-date within 15 minutes required; or a SAS in the query whose sig it
     recomputes; or no credentials, for the containers in `public`. Failures answer with Azure's
@@ -243,6 +245,12 @@ class AzureBlobServer:
 
             def do_GET(self):  # noqa: N802 (http.server's name)
                 server._get(self)
+
+            def do_PUT(self):  # noqa: N802
+                server._put(self)
+
+            def do_DELETE(self):  # noqa: N802
+                server._delete(self)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -268,7 +276,7 @@ class AzureBlobServer:
                 f"<Message>{message}</Message></Error>").encode()
         self._send(h, status, body, [("x-ms-error-code", code), ("Content-Type", "application/xml")])
 
-    def _authorise(self, h, raw_path, query, container):
+    def _authorise(self, h, raw_path, query, container, permission="r"):
         """The kind of credentials that let this request through, or None (answered)."""
         auth = h.headers.get("Authorization")
         params = urllib.parse.parse_qs(query, keep_blank_values=True)
@@ -298,30 +306,74 @@ class AzureBlobServer:
                          "rscc", "rscd", "rsce", "rscl", "rsct"):
                 fields.setdefault(name, "")
             expected_sig = _sas_signature(fields, self.account, self.key, container)
-            if (fields["sr"] != "c" or "r" not in fields["sp"] or
-                    not hmac.compare_digest(expected_sig, fields["sig"])):
+            if fields["sr"] != "c" or not hmac.compare_digest(expected_sig, fields["sig"]):
                 return self._error(h, 403, "AuthenticationFailed", "SAS signature mismatch")
+            if permission not in fields["sp"]:
+                return self._error(h, 403, "AuthorizationPermissionMismatch", "SAS permissions")
             if fields["se"] < time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()):
                 return self._error(h, 403, "AuthenticationFailed", "SAS expired")
             return "SAS"
-        if container in self.public:
+        if container in self.public and permission == "r":
             return "anonymous"
         return self._error(h, 404, "ResourceNotFound", "no such resource")
 
-    def _get(self, h):
+    def _target(self, h, permission):
+        """(kind, file path) of an authorised request to an existing container, or None
+        (answered). A request's body is read first, so that a refusal leaves the connection
+        usable."""
         raw_path, _, query = h.path.partition("?")
-        self.requests.append(("GET", raw_path, dict(h.headers.items())))
+        body = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        self.requests.append((h.command, raw_path, dict(h.headers.items())))
         parts = raw_path.split("/", 3)
         if len(parts) < 4 or parts[1] != self.account or not parts[3]:
             return self._error(h, 400, "InvalidUri", "expected /ACCOUNT/CONTAINER/BLOB")
         container, blob = urllib.parse.unquote(parts[2]), urllib.parse.unquote(parts[3])
-        kind = self._authorise(h, raw_path, query, container)
+        kind = self._authorise(h, raw_path, query, container, permission)
         if kind is None:
-            return
+            return None
         if not os.path.isdir(os.path.join(self.root, container)):
             return self._error(h, 404, "ContainerNotFound", "no such container")
         path = os.path.normpath(os.path.join(self.root, container, blob))
-        if not path.startswith(os.path.normpath(self.root) + os.sep) or not os.path.isfile(path):
+        if not path.startswith(os.path.normpath(self.root) + os.sep):
+            return self._error(h, 400, "InvalidUri", "outside the container")
+        return kind, path, body
+
+    def _put(self, h):
+        target = self._target(h, "w")
+        if target is None:
+            return
+        kind, path, body = target
+        if h.headers.get("x-ms-blob-type") != "BlockBlob":
+            return self._error(h, 400, "MissingRequiredHeader", "x-ms-blob-type")
+        md5 = h.headers.get("Content-MD5")
+        if md5 is not None and base64.b64decode(md5) != hashlib.md5(body).digest():
+            return self._error(h, 400, "Md5Mismatch", "Content-MD5")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.upload-{threading.get_ident()}"
+        with open(temporary, "wb") as f:
+            f.write(body)
+        os.replace(temporary, path)
+        self.verified[kind] += 1
+        self._send(h, 201, b"", [("ETag", '"0x8D' + hashlib.sha256(body).hexdigest()[:12].upper()
+                                  + '"')])
+
+    def _delete(self, h):
+        target = self._target(h, "d")
+        if target is None:
+            return
+        kind, path, _ = target
+        if not os.path.isfile(path):
+            return self._error(h, 404, "BlobNotFound", "no such blob")
+        os.remove(path)
+        self.verified[kind] += 1
+        self._send(h, 202)
+
+    def _get(self, h):
+        target = self._target(h, "r")
+        if target is None:
+            return
+        kind, path, _ = target
+        if not os.path.isfile(path):
             return self._error(h, 404, "BlobNotFound", "no such blob")
         with open(path, "rb") as f:
             data = f.read()

@@ -11,6 +11,7 @@
 #define SP_IO_AZURE_H
 
 #include <curl/curl.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/err.h"
@@ -25,6 +26,7 @@ typedef struct sp_azure_target {
     char account[SP_AZURE_ACCOUNT_MAX + 1];
     unsigned char key[SP_AZURE_KEY_MAX]; /* the decoded account key */
     size_t key_len;                      /* 0: no Shared Key signing */
+    bool sas;                            /* the URL carries a SAS token */
 } sp_azure_target;
 
 /* Resolve `uri` with the environment. SP_E_INVALID_ARG for a malformed URL, account, connection

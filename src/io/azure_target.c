@@ -409,10 +409,10 @@ sp_status sp_azure_target_resolve(const char *uri, sp_azure_target *t, sp_err *e
         t->uri = strdup(uri);
         t->path = sp_strdup_printf("%.*s/%s/%s", (int)prefix_len, prefix, p.container, encoded);
         /* With a key the request is signed and the SAS, if any, is not sent. */
-        bool sas = p.sas != NULL && p.key == NULL;
-        t->url = t->path != NULL
-                     ? sp_strdup_printf("%s%s%s%s", base, t->path, sas ? "?" : "", sas ? p.sas : "")
-                     : NULL;
+        t->sas = p.sas != NULL && p.key == NULL;
+        t->url = t->path != NULL ? sp_strdup_printf("%s%s%s%s", base, t->path, t->sas ? "?" : "",
+                                                    t->sas ? p.sas : "")
+                                 : NULL;
         if (t->uri == NULL || t->url == NULL) {
             st = sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", uri);
         }

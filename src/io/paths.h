@@ -19,6 +19,9 @@ bool sp_path_is_remote(const char *path);
  * web server's folders, so a trailing '/' says nothing about what it names. */
 bool sp_path_is_object_store(const char *path);
 
+/* True when `path` is an Azure Blob Storage URL (az://, abfs://, abfss://). */
+bool sp_path_is_azure(const char *path);
+
 /* An http(s):// URL or object store URI to its source; `head_len` as for sp_source_open_http. */
 sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out, sp_err *err);
 

@@ -7,8 +7,9 @@ it arrived, with its own Python string to sign written from Microsoft's page (in
 slidepipe's C signer), and every SAS token's signature (a container SAS it issued; see its
 docstring for what that does and does not show). Every command, and the Python binding, must give
 for an Azure blob exactly what they give for the local file (a slide file, or a converted
-OME-Zarr store under a prefix), and every failure must be exit code 1 with a message naming the
-URL and never the key or the SAS signature.
+OME-Zarr store under a prefix), `convert` to an Azure prefix must leave exactly the files of a
+local conversion, and every failure must be exit code 1 with a message naming the URL and never
+the key or the SAS signature.
 """
 
 from __future__ import annotations
@@ -185,3 +186,37 @@ def test_az_failures_are_clear(sp, azure):
     proc = run_env(sp, ["info", f"az://slides/{BLOB}"],
                    dict(env, AZURE_STORAGE_SERVICE_ENDPOINT="ftp://127.0.0.1/x"))
     assert proc.returncode == 1 and "not an http(s)://" in proc.stderr, proc.stderr
+
+
+def test_convert_to_az_writes_the_local_store(sp, azure, tmp_path):
+    """`convert` to an az:// prefix (Put Blob, Shared Key, Content-MD5 checked by the server)
+    leaves exactly the local conversion's files, which `verify` then reads back; a SAS without
+    write permission and a wrong key write nothing and say why."""
+    server, env = azure["server"], azure["shared_key_env"]
+    local = tmp_path / "local.zarr"
+    assert run_env(sp, ["convert", TESTDATA / SLIDE, local, "--threads", "1"],
+                   dict(os.environ)).returncode == 0
+    proc = run_env(sp, ["convert", TESTDATA / SLIDE, "az://slides/written/small.zarr",
+                        "--threads", "2"], env)
+    assert proc.returncode == 0, proc.stderr
+    written = Path(server.root) / "slides" / "written" / "small.zarr"
+    files = sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(written).as_posix() for p in written.rglob("*")
+                  if p.is_file()) == files
+    assert all((written / f).read_bytes() == (local / f).read_bytes() for f in files)
+    assert any(m == "PUT" and "Content-MD5" in h for m, _, h in server.requests)
+    proc = run_env(sp, ["verify", "az://slides/written/small.zarr"], env)
+    assert proc.returncode == 0 and "0 problems" in proc.stdout, proc.stdout + proc.stderr
+    for bad_env, code in (
+            (clean_env(AZURE_STORAGE_SAS_TOKEN=azure_service_sas(ACCOUNT, azure["key"], "slides"),
+                       AZURE_STORAGE_SERVICE_ENDPOINT=server.endpoint),
+             "AuthorizationPermissionMismatch"),
+            (dict(env, AZURE_STORAGE_KEY=base64.b64encode(os.urandom(64)).decode()),
+             "AuthenticationFailed")):
+        proc = run_env(sp, ["convert", TESTDATA / SLIDE, "az://slides/refused.zarr"], bad_env)
+        assert proc.returncode == 1 and code in proc.stderr, proc.stderr
+        assert "az://slides/refused.zarr" in proc.stderr
+    assert not (Path(server.root) / "slides" / "refused.zarr").exists()
+    proc = run_env(sp, ["convert", TESTDATA / SLIDE, "az://public/x.zarr"],
+                   clean_env(AZURE_STORAGE_SERVICE_ENDPOINT=server.endpoint))
+    assert proc.returncode == 1 and "writing to Azure needs" in proc.stderr, proc.stderr
