@@ -256,7 +256,7 @@ class AzureBlobServer:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.endpoint = f"http://127.0.0.1:{self.port}/{account}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
     def close(self):
         self.httpd.shutdown()

@@ -45,8 +45,11 @@ def clean_env(**extra):
 
 
 def run_env(sp, args, env):
-    return subprocess.run([str(sp.binary), *map(str, args)], capture_output=True, text=True,
+    proc = subprocess.run([str(sp.binary), *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=60)
+    # Under a sanitizer build a report also exits 1, which the failure cases expect: look for it.
+    assert not any(m in proc.stderr for m in ("Sanitizer", "runtime error:")), proc.stderr
+    return proc
 
 
 @pytest.fixture(scope="module")
