@@ -287,9 +287,13 @@ static sp_status endpoint_parts(const char *uri, const azure_place *p, char *bas
         end--;
     }
     if (scheme == 0 || host == 0 || scheme + host >= base_cap || strcspn(e, "?# \t\r\n") != total) {
-        return sp_err_set(err, SP_E_INVALID_ARG,
-                          "%s: the blob endpoint %s is not an http(s)://HOST[:PORT][/PATH] URL",
-                          uri, e);
+        /* Not shown: a BlobEndpoint pasted with its SAS query would show the signature. */
+        return sp_err_set(
+            err, SP_E_INVALID_ARG,
+            "%s: the blob endpoint (AZURE_STORAGE_SERVICE_ENDPOINT, or the "
+            "connection string's BlobEndpoint) is not an http(s)://HOST[:PORT][/PATH] "
+            "URL without a query",
+            uri);
     }
     memcpy(base, e, scheme + host);
     base[scheme + host] = '\0';
@@ -342,19 +346,24 @@ sp_status sp_azure_sign_headers(const sp_azure_target *s, const char *method,
     sp_azure_header list[HEADERS_MAX];
     size_t n = 0;
     if (!split_headers(*headers, lines, sizeof lines, list, HEADERS_MAX, &n)) {
-        return sp_err_set(err, SP_E_INVALID_ARG, "an Azure request's headers are too long to sign");
+        return sp_err_set(err, SP_E_INVALID_ARG, "%s: the request's headers are too long to sign",
+                          s->uri);
     }
     char *to_sign = malloc(STRING_TO_SIGN_MAX);
     if (to_sign == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory signing an Azure request");
     }
     char sig[64], auth[128];
+    sp_err why = {0};
     sp_status st = sp_azure_string_to_sign(method, s->account, s->path, NULL, list, n, to_sign,
-                                           STRING_TO_SIGN_MAX, err);
+                                           STRING_TO_SIGN_MAX, &why);
     if (st == SP_OK) {
-        st = sp_azure_signature(s->key, s->key_len, to_sign, sig, sizeof sig, err);
+        st = sp_azure_signature(s->key, s->key_len, to_sign, sig, sizeof sig, &why);
     }
     free(to_sign);
+    if (st != SP_OK) {
+        return sp_err_set(err, st, "%s: %s", s->uri, why.msg);
+    }
     if (st == SP_OK) {
         snprintf(auth, sizeof auth, "SharedKey %s:%s", s->account, sig);
         st = sp_http_add_header(headers, "Authorization", auth)

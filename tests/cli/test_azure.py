@@ -186,9 +186,11 @@ def test_az_failures_are_clear(sp, azure):
                                                              f"AccountKey={key};oops"))
     assert proc.returncode == 1 and "CONNECTION_STRING is malformed" in proc.stderr, proc.stderr
     assert key not in proc.stderr
-    proc = run_env(sp, ["info", f"az://slides/{BLOB}"],
-                   dict(env, AZURE_STORAGE_SERVICE_ENDPOINT="ftp://127.0.0.1/x"))
-    assert proc.returncode == 1 and "not an http(s)://" in proc.stderr, proc.stderr
+    for endpoint in ("ftp://127.0.0.1/x", f"{azure['server'].endpoint}?sig=s3cret"):
+        proc = run_env(sp, ["info", f"az://slides/{BLOB}"],
+                       dict(env, AZURE_STORAGE_SERVICE_ENDPOINT=endpoint))
+        assert proc.returncode == 1 and "not an http(s)://" in proc.stderr, proc.stderr
+        assert "s3cret" not in proc.stderr
 
 
 def test_convert_to_az_writes_the_local_store(sp, azure, tmp_path):
