@@ -483,7 +483,8 @@ sp_status sp_source_open_http(const char *url, const char *name, const sp_http_s
         if (sg->free_ctx != NULL) {
             sg->free_ctx(sg->ctx);
         }
-        return sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", url);
+        /* `name`, not `url`: a URL may carry a SAS token in its query. */
+        return sp_err_set(err, SP_E_NOMEM, "out of memory opening %s", name ? name : url);
     }
     h->signer = *sg;
     h->stall_timeout_s = sp_http_stall_timeout();

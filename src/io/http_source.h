@@ -17,7 +17,9 @@
 #include "io/source.h"
 
 /* Adds the headers that authorise one request (method "GET", the Range header's value) to
- * *headers. Called for every request, retries included, from any thread. */
+ * *headers. Called for every request, retries included, from any thread. *headers already holds
+ * the request's own headers as they will be sent (Range, and If-Match once the ETag is known),
+ * for a signer that signs headers (Azure's Shared Key) to read there. */
 typedef sp_status (*sp_http_sign_fn)(void *ctx, const char *method, const char *range,
                                      struct curl_slist **headers, sp_err *err);
 
@@ -87,6 +89,15 @@ sp_status sp_source_open_s3(const char *uri, size_t head_len, sp_source **out, s
  * (GOOGLE_OAUTH_ACCESS_TOKEN, CLOUDSDK_AUTH_ACCESS_TOKEN), else unsigned. `head_len` as for
  * sp_source_open_http. */
 sp_status sp_source_open_gcs(const char *uri, size_t head_len, sp_source **out, sp_err *err);
+
+/* Open az://container/blob or abfs(s)://container@account.dfs.core.windows.net/path through the
+ * Blob service (azure_source.c): the account from the URL, AZURE_STORAGE_ACCOUNT or
+ * AZURE_STORAGE_CONNECTION_STRING; Shared Key signing with AZURE_STORAGE_KEY (or the connection
+ * string's AccountKey), else a SAS token (AZURE_STORAGE_SAS_TOKEN, SharedAccessSignature), else
+ * anonymous; the endpoint from the connection string's BlobEndpoint or
+ * AZURE_STORAGE_SERVICE_ENDPOINT (path-style), else https://ACCOUNT.blob.core.windows.net.
+ * `head_len` as for sp_source_open_http. */
+sp_status sp_source_open_azure(const char *uri, size_t head_len, sp_source **out, sp_err *err);
 
 /* Parse a Content-Range value "bytes FIRST-LAST/TOTAL" strictly (decimal, FIRST <= LAST < TOTAL).
  * Returns false for anything else, "*" totals included. */

@@ -12,9 +12,19 @@
 
 #include "io/http_source.h"
 
+bool sp_path_is_azure(const char *path) {
+    return path != NULL && (strncmp(path, "az://", 5) == 0 || strncmp(path, "abfs://", 7) == 0 ||
+                            strncmp(path, "abfss://", 8) == 0);
+}
+
+bool sp_path_is_object_store(const char *path) {
+    return path != NULL && (strncmp(path, "s3://", 5) == 0 || strncmp(path, "gs://", 5) == 0 ||
+                            sp_path_is_azure(path));
+}
+
 bool sp_path_is_remote(const char *path) {
     return path != NULL && (strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
-                            strncmp(path, "s3://", 5) == 0 || strncmp(path, "gs://", 5) == 0);
+                            sp_path_is_object_store(path));
 }
 
 sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out, sp_err *err) {
@@ -23,6 +33,9 @@ sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **o
     }
     if (strncmp(path, "gs://", 5) == 0) {
         return sp_source_open_gcs(path, head_len, out, err);
+    }
+    if (sp_path_is_azure(path)) {
+        return sp_source_open_azure(path, head_len, out, err);
     }
     return sp_source_open_http(path, NULL, NULL, head_len, out, err);
 }

@@ -1,6 +1,7 @@
-/* paths.h — where a path points: the one place that tells an http(s):// URL or s3:// URI from a
- * local path and opens either as a byte source, and that answers questions about local paths
- * (what a path is, a folder's entries), so that no other layer makes file-system calls. */
+/* paths.h — where a path points: the one place that tells an http(s):// URL or an object store's
+ * URI (s3://, gs://, az://, abfs(s)://) from a local path and opens either as a byte source, and
+ * that answers questions about local paths (what a path is, a folder's entries), so that no
+ * other layer makes file-system calls. */
 #ifndef SP_IO_PATHS_H
 #define SP_IO_PATHS_H
 
@@ -10,13 +11,21 @@
 
 #include "io/source.h"
 
-/* True when `path` names a remote object (http://, https:// or s3://). */
+/* True when `path` names a remote object (http://, https://, s3://, gs://, az://, abfs:// or
+ * abfss://). */
 bool sp_path_is_remote(const char *path);
 
-/* An http(s):// URL or s3:// URI to its source; `head_len` as for sp_source_open_http. */
+/* True when `path` is an object store's URI (s3://, gs://, az://, abfs://, abfss://): keys, not a
+ * web server's folders, so a trailing '/' says nothing about what it names. */
+bool sp_path_is_object_store(const char *path);
+
+/* True when `path` is an Azure Blob Storage URL (az://, abfs://, abfss://). */
+bool sp_path_is_azure(const char *path);
+
+/* An http(s):// URL or object store URI to its source; `head_len` as for sp_source_open_http. */
 sp_status sp_source_open_remote(const char *path, size_t head_len, sp_source **out, sp_err *err);
 
-/* A local path, http(s):// URL or s3:// URI, each to its source. */
+/* A local path, http(s):// URL or object store URI, each to its source. */
 sp_status sp_source_open_any(const char *path, sp_source **out, sp_err *err);
 
 /* What a local path is (symbolic links followed). `exists` is false when it cannot be looked at

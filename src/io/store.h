@@ -1,10 +1,11 @@
 /* store.h — the files of a folder-shaped slide (a Zarr store), on disk or under a remote prefix.
  *
- * A store is a folder path, an http(s):// URL prefix or an s3://bucket/prefix URI; its files are
- * the store path joined with "/" and a relative name. Where a format's files may be remote, it
- * opens them here rather than with the file or HTTP sources directly, so that "this file does not
- * exist" means the same thing in both places: ENOENT on disk, HTTP 404 remotely. Everything else
- * (a 403, a refused connection, a short read) stays an error, never a missing file.
+ * A store is a folder path, an http(s):// URL prefix or an object store prefix (s3://, gs://,
+ * az://, abfs(s)://); its files are the store path joined with "/" and a relative name. Where a
+ * format's files may be remote, it opens them here rather than with the file or HTTP sources
+ * directly, so that "this file does not exist" means the same thing in both places: ENOENT on
+ * disk, HTTP 404 remotely. Everything else (a 403, a refused connection, a short read) stays an
+ * error, never a missing file.
  */
 #ifndef SP_IO_STORE_H
 #define SP_IO_STORE_H
@@ -24,7 +25,7 @@ sp_status sp_store_open(const char *path, size_t expected_len, sp_source **out, 
  * remotely. False also when it cannot be told (a remote error). */
 bool sp_store_has_file(const char *dir, const char *name);
 
-/* True when `path` is a remote store (http://, https:// or s3://). */
+/* True when `path` is a remote store (sp_path_is_remote). */
 bool sp_store_is_remote(const char *path);
 
 #endif

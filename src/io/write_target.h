@@ -39,8 +39,9 @@ typedef enum sp_put_mode {
 } sp_put_mode;
 
 /* Open the target at `root` for writing: a folder (created, parents included, when absent; an
- * existing path that is not a folder is SP_E_INVALID_ARG) or an s3:// prefix (checked against
- * the AWS environment, nothing requested). http(s) URLs are read-only: SP_E_INVALID_ARG.
+ * existing path that is not a folder is SP_E_INVALID_ARG), an s3:// prefix (checked against
+ * the AWS environment, nothing requested) or an az:// or abfs(s):// prefix (checked against the
+ * Azure environment: credentials are needed). Other URLs are read-only: SP_E_INVALID_ARG.
  * Trailing '/' are dropped from `root`. */
 sp_status sp_write_target_open(const char *root, sp_write_target **out, sp_err *err);
 

@@ -1,6 +1,6 @@
 /* write_target_impl.h — the inside of a write target (write_target.h): the table of operations a
- * kind of target fills (write_target_file.c, write_target_s3.c) and the constructors that
- * write_target.c's URL dispatch calls. Only those three files include it. */
+ * kind of target fills (write_target_file.c, write_target_s3.c, write_target_azure.c) and the
+ * constructors that write_target.c's URL dispatch calls. Only those files include it. */
 #ifndef SP_IO_WRITE_TARGET_IMPL_H
 #define SP_IO_WRITE_TARGET_IMPL_H
 
@@ -33,5 +33,8 @@ sp_status sp_write_target_init_file(sp_write_target *t, sp_err *err);
 
 /* Fill t->ops and t->impl for an s3:// prefix (t->root set). */
 sp_status sp_write_target_init_s3(sp_write_target *t, sp_err *err);
+
+/* Fill t->ops and t->impl for an az:// or abfs(s):// prefix (t->root set). */
+sp_status sp_write_target_init_azure(sp_write_target *t, sp_err *err);
 
 #endif

@@ -140,8 +140,7 @@ static bool ends_with(const char *s, const char *suffix) {
 static sp_status open_remote(const char *path, const sp_limits *limits, const int64_t plane[3],
                              sp_slide **out, sp_err *err) {
     bool prefix = ends_with(path, ".zarr") || ends_with(path, ".zarr/") ||
-                  (strncmp(path, "s3://", 5) != 0 && strncmp(path, "gs://", 5) != 0 &&
-                   ends_with(path, "/"));
+                  (!sp_path_is_object_store(path) && ends_with(path, "/"));
     if (!prefix) {
         sp_source *src = NULL;
         sp_status st = sp_source_open_any(path, &src, err);
