@@ -86,8 +86,8 @@ int convert_parse_args(int argc, char **argv, const char *prog, convert_args *a)
     }
     a->cohort = a->out_dir != NULL || a->list_path != NULL;
     if (a->cohort && a->out_dir == NULL) {
-        return cli_usage_error(usage, "--list needs --out-dir, the folder or s3:// or gs:// prefix the "
-                                      "stores go to");
+        return cli_usage_error(usage, "--list needs --out-dir, the folder or s3:// or gs:// "
+                                      "prefix the stores go to");
     }
     if (!a->cohort && optind != argc - 2) {
         return cli_usage_error(usage, "expected SLIDE and OUT.zarr, or slides and --out-dir");

@@ -321,7 +321,8 @@ def test_gs_writes_with_hmac_keys_are_signed(sp, moto_hmac, local_stores):
     DELETE; a wrong secret is refused before anything is written."""
     slide, uri, want = TESTDATA / SMALL, "gs://slides/written/hmac.zarr", local_stores[SMALL][1]
     assert dataset_hash(run_env(sp, ["convert", slide, uri, *CHUNK, "--json"], moto_hmac)) == want
-    assert dataset_hash(run_env(sp, ["convert", slide, uri, *CHUNK, "--resume", "--json"], moto_hmac)) == want
+    proc = run_env(sp, ["convert", slide, uri, *CHUNK, "--resume", "--json"], moto_hmac)
+    assert dataset_hash(proc) == want
     wrong = dict(moto_hmac, GS_SECRET_ACCESS_KEY="not-the-secret")
     proc = run_env(sp, ["convert", slide, "gs://slides/written/denied.zarr"], wrong)
     assert proc.returncode == 1 and "HTTP 403" in proc.stderr and "denied.zarr" in proc.stderr, \
@@ -394,7 +395,8 @@ class TokenEndpoint(http.server.BaseHTTPRequestHandler):
                 srv.minted += 1
                 token = f"minted-{srv.minted}"
                 srv.tokens.add(token)
-            code, answer = 200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"}
+            code, answer = 200, {"access_token": token, "expires_in": srv.expires_in,
+                                 "token_type": "Bearer"}
         else:
             code, answer = 400, {"error": "invalid_grant", "error_description": reason}
         body = json.dumps(answer).encode()
@@ -478,7 +480,7 @@ def service_account(emulator, tmp_path_factory):
     pytest.importorskip("cryptography", reason="cryptography comes with moto[server] "
                         "(tests/requirements.txt)")
     key, pem = rsa_pem()
-    endpoint = serve(TokenEndpoint, lock=threading.Lock(), minted=0, tokens=set(),
+    endpoint = serve(TokenEndpoint, lock=threading.Lock(), minted=0, tokens=set(), expires_in=3599,
                      public_key=key.public_key(), email="reader@project.iam.gserviceaccount.com")
     endpoint.audience = f"http://127.0.0.1:{endpoint.server_address[1]}/token"
     relay = serve(BearerRelay, endpoint=endpoint, log=[],
@@ -509,12 +511,23 @@ def test_service_account_key_mints_a_token_for_reads_and_writes(sp, run, service
     assert out.read_bytes() == ref.read_bytes()
     # One token for the whole run, however many requests it signed.
     assert endpoint.minted == minted + 1 and len(log) > 1
+    # A token that expires at once (a millisecond) is replaced before each request.
+    endpoint.expires_in, minted, sent = 0.001, endpoint.minted, len(log)
+    try:
+        proc = run_env(sp, ["region", "gs://slides/cohort 1/CMU-1+small.svs", *REGION, "-o", out],
+                       sa["env"])
+    finally:
+        endpoint.expires_in = 3599
+    assert proc.returncode == 0 and out.read_bytes() == ref.read_bytes(), proc.stderr
+    assert endpoint.minted - minted == len(log) - sent > 1
 
     slide, uri, want = TESTDATA / SMALL, "gs://slides/sa/boxes.zarr", local_stores[SMALL][1]
+    minted = endpoint.minted
     assert dataset_hash(run_env(sp, ["convert", slide, uri, *CHUNK, "--json"], sa["env"])) == want
-    assert endpoint.minted == minted + 2
+    assert endpoint.minted == minted + 1
     del log[:]
-    assert dataset_hash(run_env(sp, ["convert", slide, uri, *CHUNK, "--resume", "--json"], sa["env"])) == want
+    proc = run_env(sp, ["convert", slide, uri, *CHUNK, "--resume", "--json"], sa["env"])
+    assert dataset_hash(proc) == want
     deleted = {(path, status) for method, path, status in log if method == "DELETE"}
     assert deleted == {("/storage/v1/b/slides/o/sa%2Fboxes.zarr%2Fslidepipe-complete", 200),
                        ("/storage/v1/b/slides/o/sa%2Fboxes.zarr%2Fslidepipe-manifest.sha256", 200)}
