@@ -327,6 +327,9 @@ def test_gs_writes_with_hmac_keys_are_signed(sp, moto_hmac, local_stores):
     proc = run_env(sp, ["convert", slide, "gs://slides/written/denied.zarr"], wrong)
     assert proc.returncode == 1 and "HTTP 403" in proc.stderr and "denied.zarr" in proc.stderr, \
         proc.stderr
+    # Reading the store back with the wrong secret: the refusal, not "no slide under this prefix".
+    proc = run_env(sp, ["info", uri], wrong)
+    assert proc.returncode == 1 and "HTTP 403" in proc.stderr, proc.stderr
 
 
 def test_gs_write_errors(sp, emulator):
@@ -580,7 +583,8 @@ def test_token_endpoint_refusal_is_reported(sp, emulator, service_account, tmp_p
     path = tmp_path / "other.json"
     path.write_text(json.dumps(dict(service_account["fields"], private_key=other_pem)))
     env = dict(service_account["env"], GOOGLE_APPLICATION_CREDENTIALS=str(path))
-    for args in (["info", "gs://slides/yb.tiff"],
+    # An object, a store prefix (whose detection only asks whether files exist) and a write.
+    for args in (["info", "gs://slides/yb.tiff"], ["info", "gs://slides/sa/boxes.zarr"],
                  ["convert", TESTDATA / SMALL, "gs://slides/sa/refused.zarr"]):
         proc = run_env(sp, args, env)
         lines = proc.stderr.strip().splitlines()
