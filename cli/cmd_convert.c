@@ -1,10 +1,10 @@
 /* cmd_convert.c — `slidepipe convert SLIDE OUT.zarr [options]`: write a slide as an OME-Zarr
  * pyramid (sp_convert_to_zarr) and print its dataset hash; or `slidepipe convert SLIDE... |
- * --list FILE --out-dir DIR`: a cohort, one store per slide in DIR (a folder or an s3:// prefix),
- * one after another, each line "HASH  STORE" as it is done. On a terminal a single progress line
- * (percent, chunks, megapixels per second, time left) updates on stderr; elsewhere the command is
- * quiet until it prints results on stdout. The options, reports and summary are convert_run.c's,
- * which the MPI runner shares. */
+ * --list FILE --out-dir DIR`: a cohort, one store per slide in DIR (a folder or an s3:// or
+ * gs:// prefix), one after another, each line "HASH  STORE" as it is done. On a terminal a single
+ * progress line (percent, chunks, megapixels per second, time left) updates on stderr; elsewhere
+ * the command is quiet until it prints results on stdout. The options, reports and summary are
+ * convert_run.c's, which the MPI runner shares. */
 #include <stdlib.h>
 #include <unistd.h>
 

@@ -86,8 +86,8 @@ int convert_parse_args(int argc, char **argv, const char *prog, convert_args *a)
     }
     a->cohort = a->out_dir != NULL || a->list_path != NULL;
     if (a->cohort && a->out_dir == NULL) {
-        return cli_usage_error(usage, "--list needs --out-dir, the folder or s3:// prefix the "
-                                      "stores go to");
+        return cli_usage_error(usage, "--list needs --out-dir, the folder or s3:// or gs:// "
+                                      "prefix the stores go to");
     }
     if (!a->cohort && optind != argc - 2) {
         return cli_usage_error(usage, "expected SLIDE and OUT.zarr, or slides and --out-dir");
@@ -225,7 +225,7 @@ sp_convert_options *convert_options(const convert_args *a) {
 }
 
 /* The number of levels of the written store, read back as a slide (0 when it cannot be): the
- * same for a folder and an s3:// prefix. */
+ * same for a folder and an object-store prefix. */
 static int count_levels(const char *out) {
     sp_slide *written = NULL;
     char err[256];

@@ -4,7 +4,8 @@
  *
  * Two forms: `convert SLIDE OUT.zarr` (one slide, one store), and a cohort,
  * `convert SLIDE... | --list FILE --out-dir DIR`, where each slide's store is DIR/NAME.zarr, NAME
- * being the slide's file name without its extension. DIR may be a folder or an s3:// prefix.
+ * being the slide's file name without its extension. DIR may be a folder or an s3:// or gs://
+ * prefix.
  */
 #ifndef SP_CLI_CONVERT_RUN_H
 #define SP_CLI_CONVERT_RUN_H

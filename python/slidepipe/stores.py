@@ -2,7 +2,7 @@
 process a level with an op, verify a store against its manifest. Each is one library call with the
 GIL released (sp_convert_to_zarr, sp_process_to_zarr, sp_zarr_verify; docs/zarr.md and
 docs/ops.md define what they write), so other Python threads go on meanwhile. Outputs may be
-folders or s3:// prefixes, and verify takes http(s):// and s3:// stores too (docs/remote.md).
+folders or s3:// and gs:// prefixes, and verify takes http(s):// stores too (docs/remote.md).
 
 Options left at None take the library's defaults, so a call with the same options as a
 `slidepipe convert` or `slidepipe process` command writes the same store, with the same dataset
@@ -65,8 +65,8 @@ def _with_slide(slide, job):
 def convert(slide, out, *, format=None, chunk=None, codec=None, codec_level=None, shard=None,
             levels=None, layout=None, threads=None, resume=False,
             progress: Progress | None = None) -> str:
-    """Write `slide` (a Slide or a path) as an OME-Zarr pyramid at `out` (a folder or an s3://
-    prefix) and return its dataset hash. format "ome-zarr-0.4" (default) or "ome-zarr-0.5";
+    """Write `slide` (a Slide or a path) as an OME-Zarr pyramid at `out` (a folder or an s3:// or
+    gs:// prefix) and return its dataset hash. format "ome-zarr-0.4" (default) or "ome-zarr-0.5";
     chunk 256..4096 (512); codec "zstd" (default), "blosc-lz4", "blosc-zstd", "gzip" or "none",
     with codec_level; shard (chunks per shard side, ome-zarr-0.5); levels (0: down to one chunk);
     layout "cyx" (default) or "yxc"; threads (0: all cores); resume=True completes an interrupted
@@ -107,7 +107,7 @@ def process(slide, out, op, *, level=None, chunk=None, codec=None, codec_level=N
 
 
 def verify(store) -> VerifyResult:
-    """Re-hash every file the manifest of a converted store (a folder, or an http(s):// or s3://
-    prefix) lists. An unfinished store (no manifest or marker) raises SlidepipeError."""
+    """Re-hash every file the manifest of a converted store (a folder, or an http(s)://, s3:// or
+    gs:// prefix) lists. An unfinished store (no manifest or marker) raises SlidepipeError."""
     dataset_hash, problems = _core.verify(os.fspath(store))
     return VerifyResult(not problems, dataset_hash, problems)

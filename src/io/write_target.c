@@ -31,10 +31,12 @@ sp_status sp_write_target_open(const char *root, sp_write_target **out, sp_err *
         st = sp_write_target_init_s3(t, err);
     } else if (sp_path_is_azure(t->root)) {
         st = sp_write_target_init_azure(t, err);
+    } else if (strncmp(t->root, "gs://", 5) == 0) {
+        st = sp_write_target_init_gcs(t, err);
     } else {
         st = sp_err_set(err, SP_E_INVALID_ARG,
-                        "%s: stores are written to a folder or an s3://, az:// or abfs(s):// "
-                        "prefix; other URLs are read-only",
+                        "%s: stores are written to a folder or an s3://, gs://, az:// or "
+                        "abfs(s):// prefix; other URLs are read-only",
                         t->root);
     }
     if (st != SP_OK) {

@@ -1,13 +1,14 @@
 /* write_target.h — where a writer of many files (a Zarr store) puts them: a local folder or an
- * s3:// prefix, behind one interface, so that the writer holds no file-system or HTTP code and
- * injected I/O faults reach it like every reader.
+ * object-store prefix (s3://, gs://), behind one interface, so that the writer holds no
+ * file-system or HTTP code and injected I/O faults reach it like every reader.
  *
- * A target is opened on a root (a folder path or s3://bucket/prefix; the URL dispatch is here)
- * and names its files by paths relative to that root ("0/c/1/2"). Every put is atomic: the file
- * appears under its name whole, or not at all, never torn. On disk a file goes to a temporary
- * name beside its final one ("NAME.tmp-XXXXXX") and is renamed into place; on S3 a PUT stores an
- * object whole or not at all. How durable a put is when it returns is the caller's choice (see
- * sp_put_mode); sync is the group commit that makes everything put so far durable and in place.
+ * A target is opened on a root (a folder path, s3://bucket/prefix or gs://bucket/prefix; the URL
+ * dispatch is in write_target.c) and names its files by paths relative to that root ("0/c/1/2").
+ * Every put is atomic: the file appears under its name whole, or not at all, never torn. On disk
+ * a file goes to a temporary name beside its final one ("NAME.tmp-XXXXXX") and is renamed into
+ * place; on S3 and GCS a PUT stores an object whole or not at all. How durable a put is when it
+ * returns is the caller's choice (see sp_put_mode); sync is the group commit that makes
+ * everything put so far durable and in place.
  *
  * Thread-safety: put, exists, open_file and remove may be called from many threads at once on
  * one target; open, sync, sweep_temporaries, list and close from one thread at a time.
@@ -39,19 +40,19 @@ typedef enum sp_put_mode {
 } sp_put_mode;
 
 /* Open the target at `root` for writing: a folder (created, parents included, when absent; an
- * existing path that is not a folder is SP_E_INVALID_ARG), an s3:// prefix (checked against
- * the AWS environment, nothing requested) or an az:// or abfs(s):// prefix (checked against the
- * Azure environment: credentials are needed). Other URLs are read-only: SP_E_INVALID_ARG.
- * Trailing '/' are dropped from `root`. */
+ * existing path that is not a folder is SP_E_INVALID_ARG), an s3:// or gs:// prefix (checked
+ * against the AWS or Google environment, nothing requested) or an az:// or abfs(s):// prefix
+ * (checked against the Azure environment: credentials are needed). Other URLs are read-only:
+ * SP_E_INVALID_ARG. Trailing '/' are dropped from `root`. */
 sp_status sp_write_target_open(const char *root, sp_write_target **out, sp_err *err);
 
 /* The root as opened (without trailing '/'); for messages and for reading files back. */
 const char *sp_write_target_root(const sp_write_target *t);
 
 /* Put the concatenation of `parts` as file `relpath` (its folders are created as needed), with
- * `sha256` its hex SHA-256 when the caller has it (S3 signs it and checks the body against it;
- * NULL: computed when needed). On failure nothing is left under a temporary name and the final
- * name keeps its previous content, if any (but see SP_PUT_DURABLE). */
+ * `sha256` its hex SHA-256 when the caller has it (S3, and GCS with HMAC keys, sign it and check
+ * the body against it; NULL: computed when needed). On failure nothing is left under a temporary
+ * name and the final name keeps its previous content, if any (but see SP_PUT_DURABLE). */
 sp_status sp_write_target_put(sp_write_target *t, const char *relpath, const sp_bytes *parts,
                               size_t nparts, const char *sha256, sp_put_mode mode, sp_err *err);
 
@@ -70,13 +71,13 @@ sp_status sp_write_target_remove(sp_write_target *t, const char *relpath, sp_err
 
 /* Call `fn` for each entry under the root (files and folders, a folder before what it holds),
  * with its path relative to the root, until fn returns false. SP_E_UNSUPPORTED for a target that
- * cannot list (S3 here: object listing is not implemented). */
+ * cannot list (S3 and GCS here: object listing is not implemented). */
 sp_status sp_write_target_list(sp_write_target *t,
                                bool (*fn)(void *user, const char *relpath, bool is_folder),
                                void *user, sp_err *err);
 
-/* Remove the temporary files a killed writer left under the root (on S3, which has none, there
- * is nothing to do). */
+/* Remove the temporary files a killed writer left under the root (on S3 and GCS, which have
+ * none, there is nothing to do). */
 sp_status sp_write_target_sweep_temporaries(sp_write_target *t, sp_err *err);
 
 /* The group commit: wait until every grouped put so far is in place, then make everything put so

@@ -7,8 +7,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/strings.h"
 #include "formats/format.h"
 #include "io/paths.h"
+#include "io/store.h"
 #include "slide/icc.h"
 #include "slide/slide.h"
 #include "slide/tile_cache.h"
@@ -24,6 +26,25 @@ static sp_status check_plane(const sp_slide *s, const char *name, sp_err *err) {
         }
     }
     return SP_OK;
+}
+
+/* Why a remote prefix holds no slide that detection saw. Detection only asks whether files exist,
+ * so a request refused (credentials), one that could not be signed (a key file that mints no
+ * token) or a server that is down looked like an empty prefix: one more request, for the first
+ * file a store would have, tells those apart from a prefix that is really empty. */
+static sp_status remote_prefix_error(const char *path, sp_err *err) {
+    char *probe = sp_path_join(path, "zarr.json");
+    sp_source *src = NULL;
+    bool missing = false;
+    sp_err why = {0};
+    sp_status st = probe != NULL ? sp_store_open(probe, 0, &src, &missing, &why) : SP_OK;
+    sp_source_close(src);
+    free(probe);
+    if (st != SP_OK) {
+        return sp_err_set(err, st, "%s", why.msg);
+    }
+    return sp_err_set(err, SP_E_NOT_A_SLIDE,
+                      "%s: no slide under this prefix (no zarr.json, .zgroup or .zarray)", path);
 }
 
 static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp_err *err) {
@@ -51,21 +72,24 @@ static sp_status open_probe(sp_slide *s, const char *path, bool is_directory, sp
         }
     }
     if (is_directory && sp_path_is_remote(path)) {
-        st = sp_err_set(err, SP_E_NOT_A_SLIDE,
-                        "%s: no slide under this prefix (no zarr.json, .zgroup or .zarray)", path);
+        st = SP_E_NOT_A_SLIDE; /* remote_prefix_error says why, if no format detects a slide */
     } else if (is_directory) {
         st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: a directory holding no slide slidepipe reads",
                         path);
     } else {
         st = sp_err_set(err, SP_E_NOT_A_SLIDE, "%s: not a recognised slide format", path);
     }
-    for (const sp_format *const *f = sp_formats; *f != NULL; f++) {
+    bool detected = false;
+    for (const sp_format *const *f = sp_formats; *f != NULL && !detected; f++) {
         if ((*f)->detect(&probe)) {
+            detected = true;
             sp_err_clear(err);
             s->format = (*f)->name;
             st = (*f)->open(s, &probe, err);
-            break;
         }
+    }
+    if (!detected && is_directory && sp_path_is_remote(path)) {
+        st = remote_prefix_error(path, err);
     }
     sp_tiff_close(probe.tiff); /* NULL when a format took it over */
     sp_store_prefetch_free(probe.kept);

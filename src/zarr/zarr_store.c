@@ -1,4 +1,4 @@
-/* zarr_store.c — writing Zarr v2 and v3 arrays into a folder or an s3:// prefix (see
+/* zarr_store.c — writing Zarr v2 and v3 arrays into a folder or an object-store prefix (see
  * zarr_store.h): the chunk grid, the manifest and the store's lifecycle.
  *
  * Chunks arrive whole from any thread. Each is encoded (zarr_codec.c), hashed (SHA-256, for the

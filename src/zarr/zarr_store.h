@@ -1,16 +1,16 @@
-/* zarr_store.h — writing Zarr v2 and v3 arrays into a folder or an s3:// prefix, atomically and
- * content-addressed.
+/* zarr_store.h — writing Zarr v2 and v3 arrays into a folder or an object-store prefix,
+ * atomically and content-addressed.
  *
- * A store is an output folder (or S3 prefix) being written through an io/ write target
- * (io/write_target.h). Arrays are declared with their shape, chunking, dtype and codec; chunks are
- * then handed over whole (C order, edge chunks padded with zeros) from any thread, encoded, hashed
- * and put atomically (on disk a temporary name renamed into place, on S3 one PUT), so a crash
- * never leaves a torn chunk. With sharding (Zarr v3) inner chunks are collected per shard and the
- * shard file (chunks + index + crc32c) is written when its last inner chunk arrives. Metadata
- * files are put the same way. sp_zarr_store_finish writes the manifest (one line "SHA256  PATH"
- * per file, sorted by path, metadata included) and then the completion marker; the dataset hash
- * is the SHA-256 of the manifest bytes. In resume mode a chunk whose final file already exists is
- * not rewritten: its bytes are read back and hashed.
+ * A store is an output folder (or s3:// or gs:// prefix) being written through an io/ write
+ * target (io/write_target.h). Arrays are declared with their shape, chunking, dtype and codec;
+ * chunks are then handed over whole (C order, edge chunks padded with zeros) from any thread,
+ * encoded, hashed and put atomically (on disk a temporary name renamed into place, on S3 and GCS
+ * one PUT), so a crash never leaves a torn chunk. With sharding (Zarr v3) inner chunks are
+ * collected per shard and the shard file (chunks + index + crc32c) is written when its last inner
+ * chunk arrives. Metadata files are put the same way. sp_zarr_store_finish writes the manifest
+ * (one line "SHA256  PATH" per file, sorted by path, metadata included) and then the completion
+ * marker; the dataset hash is the SHA-256 of the manifest bytes. In resume mode a chunk whose
+ * final file already exists is not rewritten: its bytes are read back and hashed.
  */
 #ifndef SP_ZARR_ZARR_STORE_H
 #define SP_ZARR_ZARR_STORE_H
