@@ -14,14 +14,21 @@
 #include "slide_list.h"
 
 int convert_parse_args(int argc, char **argv, const char *prog, convert_args *a) {
-    static const struct option opts[] = {
-        {"format", required_argument, NULL, 'f'}, {"chunk", required_argument, NULL, 'c'},
-        {"codec", required_argument, NULL, 'C'},  {"level", required_argument, NULL, 'l'},
-        {"shard", required_argument, NULL, 's'},  {"levels", required_argument, NULL, 'L'},
-        {"layout", required_argument, NULL, 'y'}, {"threads", required_argument, NULL, 't'},
-        {"resume", no_argument, NULL, 'r'},       {"json", no_argument, NULL, 'j'},
-        {"list", required_argument, NULL, 'i'},   {"out-dir", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"format", required_argument, NULL, 'f'},
+                                         {"chunk", required_argument, NULL, 'c'},
+                                         {"codec", required_argument, NULL, 'C'},
+                                         {"level", required_argument, NULL, 'l'},
+                                         {"shard", required_argument, NULL, 's'},
+                                         {"levels", required_argument, NULL, 'L'},
+                                         {"layout", required_argument, NULL, 'y'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"resume", no_argument, NULL, 'r'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"list", required_argument, NULL, 'i'},
+                                         {"out-dir", required_argument, NULL, 'o'},
+                                         {"icc", no_argument, NULL, 'I'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     static const char *const formats[] = {"ome-zarr-0.4", "ome-zarr-0.5"};
     static const char *const layouts[] = {"cyx", "yxc"};
     char usage[768];
@@ -69,6 +76,7 @@ int convert_parse_args(int argc, char **argv, const char *prog, convert_args *a)
         case 't': which = SP_CONVERT_THREADS; what = "threads"; break;
         case 'r': a->value[SP_CONVERT_RESUME] = 1; continue;
         case 'j': a->json = true; continue;
+        case 'I': a->icc = true; continue;
         case 'i': a->list_path = optarg; continue;
         case 'o': a->out_dir = optarg; continue;
         case 'h': printf("usage: %s\n", usage); return CLI_OK;
@@ -246,6 +254,16 @@ void convert_run_slide(const convert_args *a, const sp_convert_options *options,
     if (sp_slide_open(in, &slide, r->error, sizeof r->error) != SP_OK) {
         r->seconds = cli_now() - start;
         return;
+    }
+    /* --icc: a slide without a profile is converted as stored, as `region --icc` reads it. */
+    if (a->icc) {
+        sp_status icc = sp_slide_set_icc_transform(slide, 1, r->error, sizeof r->error);
+        if (icc != SP_OK && icc != SP_E_NOT_FOUND) {
+            sp_slide_close(slide);
+            r->seconds = cli_now() - start;
+            return;
+        }
+        r->error[0] = '\0';
     }
     char label[64];
     snprintf(label, sizeof label, "converting %lld/%lld", (long long)index + 1,

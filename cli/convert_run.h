@@ -4,8 +4,10 @@
  *
  * Two forms: `convert SLIDE OUT.zarr` (one slide, one store), and a cohort,
  * `convert SLIDE... | --list FILE --out-dir DIR`, where each slide's store is DIR/NAME.zarr, NAME
- * being the slide's file name without its extension. DIR may be a folder or an s3:// or gs://
- * prefix.
+ * being the slide's file name without its extension. DIR may be a folder or an s3://, gs://,
+ * az:// or abfs(s):// prefix. With --icc each slide's pixels are converted from its embedded ICC
+ * profile to sRGB as they are read (as `region --icc` reads them); a slide without a profile is
+ * written as stored.
  */
 #ifndef SP_CLI_CONVERT_RUN_H
 #define SP_CLI_CONVERT_RUN_H
@@ -19,7 +21,7 @@
     "convert SLIDE OUT.zarr | SLIDE... --out-dir DIR | --list FILE --out-dir DIR\n"              \
     "         [--format ome-zarr-0.4|ome-zarr-0.5] [--chunk N]\n"                                \
     "         [--codec zstd|blosc-lz4|blosc-zstd|gzip|none] [--level L] [--shard N] [--levels N]\n" \
-    "         [--layout cyx|yxc] [--threads N] [--resume] [--json]"
+    "         [--layout cyx|yxc] [--threads N] [--icc] [--resume] [--json]"
 
 typedef struct convert_args {
     char **slides; /* positional slides, then the list file's lines */
@@ -28,6 +30,7 @@ typedef struct convert_args {
     const char *list_path, *out_dir;
     int64_t value[SP_CONVERT_RESUME + 1]; /* sp_convert_option order; -1 = not given */
     bool json;
+    bool icc;    /* --icc: convert from the slide's embedded ICC profile to sRGB while writing */
     bool cohort; /* --out-dir (or --list) given: the second form */
 } convert_args;
 

@@ -1,7 +1,8 @@
 /* fuzz_codecs.c — libFuzzer target for the tile codecs (src/codecs/).
  *
- * Input layout: byte 0 picks the codec (its value mod 8: JPEG, LZW, Deflate, Zstandard,
- * predictor, JPEG 2000, PackBits, WebP), the next few bytes pick its parameters, and the rest is the compressed chunk.
+ * Input layout: byte 0 picks the codec (its value mod 10: JPEG, LZW, Deflate, Zstandard,
+ * predictor, JPEG 2000, PackBits, WebP, PNG, BMP), the next few bytes pick its parameters, and
+ * the rest is the compressed chunk.
  * Every output buffer is allocated at its exact size so that AddressSanitizer catches a write one
  * byte past it. Seeds live in fuzz/corpus/codecs/. `make fuzz` builds it (build-fuzz/fuzz_codecs);
  * `make fuzz-smoke` runs it briefly.
@@ -183,6 +184,30 @@ static void fuzz_webp(const uint8_t *p, size_t n) {
     free(out);
 }
 
+typedef sp_status (*image_decoder)(const uint8_t *, size_t, uint64_t, uint64_t, uint8_t *, size_t,
+                                   sp_err *);
+
+/* [area width - 1][area height - 1][padded stride] stream, into an area of up to 256 x 256 (PNG
+ * and BMP: the stream must be exactly the area's size). The stream is copied at its exact size
+ * and the area allocated at its exact size, so a read or write one byte past either is caught. */
+static void fuzz_image(image_decoder decode, const uint8_t *p, size_t n) {
+    if (n < 3) {
+        return;
+    }
+    uint64_t w = (uint64_t)p[0] + 1, h = (uint64_t)p[1] + 1;
+    size_t stride = (size_t)w * 4 + (p[2] & 1 ? 8 : 0);
+    p += 3;
+    n -= 3;
+    uint8_t *data = malloc(n ? n : 1);
+    memcpy(data, p, n);
+    size_t size = stride * (size_t)(h - 1) + (size_t)w * 4;
+    uint8_t *out = malloc(size);
+    sp_err err = {0};
+    check_status(decode(data, n, w, h, out, stride, &err), &err);
+    free(out);
+    free(data);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -191,7 +216,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const uint8_t *p = data + 1;
     size_t n = size - 1;
-    switch (data[0] % 8) {
+    switch (data[0] % 10) {
     case 0:
         fuzz_jpeg(p, n);
         break;
@@ -212,6 +237,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     case 6:
         fuzz_bytes(sp_packbits_decode, p, n);
+        break;
+    case 8:
+        fuzz_image(sp_png_decode_rgba, p, n);
+        break;
+    case 9:
+        fuzz_image(sp_bmp_decode_rgba, p, n);
         break;
     default:
         fuzz_webp(p, n);

@@ -1,8 +1,9 @@
 /* fuzz_read_slide.h — what the slide-level fuzz targets do once a fuzzed input has opened as a
  * slide: read the first tiles, a region across tile borders and one across the far edge on every
  * level (RGBA and RGB), converted to sRGB where the slide embeds an ICC profile, and every small
- * associated image, then close it. Header-only because each
- * fuzz_*.c builds into its own executable. */
+ * associated image, then close it (fuzz_read_slide); the TIFF and NDPI targets first read the
+ * GPU path's raw tiles (fuzz_raw_tiles). Header-only because each fuzz_*.c builds into its own
+ * executable. */
 #ifndef SP_FUZZ_READ_SLIDE_H
 #define SP_FUZZ_READ_SLIDE_H
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 
 #include "base/limits.h"
+#include "slide/slide.h"
 #include "slidepipe.h"
 
 /* Limits lowered so that hostile sizes hit them quickly instead of allocating gigabytes. */
@@ -53,6 +55,36 @@ static void fuzz_read_slide(sp_slide *slide) {
         }
     }
     sp_slide_close(slide);
+}
+
+/* The GPU path's raw tiles (slide/raw_tiles.c) of each qualifying level's first and last tiles:
+ * complete JPEG streams (tables spliced into tiles) or stored rows, built on the CPU from hostile
+ * bytes whatever the build. Inline, so that the targets that do not call it build without an
+ * unused-function warning. */
+static inline void fuzz_raw_tiles(sp_slide *slide) {
+    static uint8_t row[3 * 4096];
+    for (int32_t level = 0; level < sp_slide_level_count(slide); level++) {
+        sp_raw_level raw;
+        if (!sp_slide_raw_level(slide, level, &raw)) {
+            continue;
+        }
+        const sp_level *l = &slide->levels[level];
+        int64_t across = (l->width + raw.tile_width - 1) / raw.tile_width;
+        int64_t down = (l->height + raw.tile_height - 1) / raw.tile_height;
+        int64_t cols[2] = {0, across > 0 ? across - 1 : 0};
+        int64_t rows[2] = {0, down > 0 ? down - 1 : 0};
+        for (int i = 0; i < 2; i++) {
+            uint8_t *stream = NULL;
+            size_t len = 0;
+            sp_err err = {0};
+            if (raw.kind == SP_RAW_JPEG) {
+                sp_slide_read_raw_tile(slide, level, cols[i], rows[i], &stream, &len, &err);
+                free(stream);
+            } else if (raw.tile_width <= 4096) {
+                sp_slide_read_raw_rows(slide, level, cols[i], rows[i], 0, 1, row, &err);
+            }
+        }
+    }
 }
 
 #endif

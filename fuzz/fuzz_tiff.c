@@ -10,35 +10,6 @@
 #include "fuzz_read_slide.h"
 #include "slide/slide.h"
 
-/* The GPU path's raw tiles (slide/raw_tiles.c) of each qualifying level's first and last tiles:
- * complete JPEG streams (tables spliced into tiles) or stored rows, built on the CPU from hostile
- * bytes whatever the build. */
-static void fuzz_raw_tiles(sp_slide *slide) {
-    static uint8_t row[3 * 4096];
-    for (int32_t level = 0; level < sp_slide_level_count(slide); level++) {
-        sp_raw_level raw;
-        if (!sp_slide_raw_level(slide, level, &raw)) {
-            continue;
-        }
-        const sp_level *l = &slide->levels[level];
-        int64_t across = (l->width + raw.tile_width - 1) / raw.tile_width;
-        int64_t down = (l->height + raw.tile_height - 1) / raw.tile_height;
-        int64_t cols[2] = {0, across > 0 ? across - 1 : 0};
-        int64_t rows[2] = {0, down > 0 ? down - 1 : 0};
-        for (int i = 0; i < 2; i++) {
-            uint8_t *stream = NULL;
-            size_t len = 0;
-            sp_err err = {0};
-            if (raw.kind == SP_RAW_JPEG) {
-                sp_slide_read_raw_tile(slide, level, cols[i], rows[i], &stream, &len, &err);
-                free(stream);
-            } else if (raw.tile_width <= 4096) {
-                sp_slide_read_raw_rows(slide, level, cols[i], rows[i], 0, 1, row, &err);
-            }
-        }
-    }
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_limits limits;
     fuzz_limits(&limits);

@@ -246,7 +246,10 @@ typedef void (*sp_progress_fn)(void *user, int64_t done, int64_t total);
  * last. On success `dataset_hash` (65 bytes, may be NULL) receives the hex SHA-256 of the
  * manifest, which depends only on the slide's pixels and the options, never on threads or
  * timing. With SP_CONVERT_RESUME an interrupted conversion is completed and the result is
- * byte-identical to an uninterrupted one. On failure a message goes to `err`. */
+ * byte-identical to an uninterrupted one. When the slide's reads convert its ICC profile to sRGB
+ * (sp_slide_set_icc_transform), the converted pixels are written and the group attributes record
+ * it (slidepipe.icc: the transform and the profile's SHA-256; docs/zarr.md). On failure a message
+ * goes to `err`. */
 SP_API sp_status sp_convert_to_zarr(sp_slide *slide, const char *out_path,
                                     const sp_convert_options *options, sp_progress_fn progress,
                                     void *progress_user, char *dataset_hash, char *err,

@@ -70,7 +70,9 @@ def convert(slide, out, *, format=None, chunk=None, codec=None, codec_level=None
     chunk 256..4096 (512); codec "zstd" (default), "blosc-lz4", "blosc-zstd", "gzip" or "none",
     with codec_level; shard (chunks per shard side, ome-zarr-0.5); levels (0: down to one chunk);
     layout "cyx" (default) or "yxc"; threads (0: all cores); resume=True completes an interrupted
-    conversion. progress(done, total) is called as chunks are written."""
+    conversion. progress(done, total) is called as chunks are written. A Slide opened with
+    apply_icc=True is written converted to sRGB, and the store records it (slidepipe.icc in the
+    group attributes, docs/zarr.md), as `slidepipe convert --icc` does."""
     spec = [(_core.CONVERT_FORMAT, format, _FORMATS, "format"),
             (_core.CONVERT_CHUNK, chunk, None, None),
             (_core.CONVERT_CODEC, codec, _CODECS, "codec"),

@@ -99,6 +99,19 @@ sp_status sp_packbits_decode(const uint8_t *in, size_t in_len, uint8_t *out, siz
 sp_status sp_webp_decode_rgba(const uint8_t *data, size_t len, uint64_t width, uint64_t height,
                               uint8_t *rgba, size_t stride, sp_err *err);
 
+/* A PNG stream into straight RGBA8 (alpha 255), filling exactly a width x height area: a stream
+ * of another size is refused before decoding (SP_E_CORRUPT), and so is one with transparency
+ * (SP_E_UNSUPPORTED), as OpenSlide refuses it. Palette, grey and 16-bit samples are converted as
+ * OpenSlide converts them (src/codecs/png.c). */
+sp_status sp_png_decode_rgba(const uint8_t *data, size_t len, uint64_t width, uint64_t height,
+                             uint8_t *rgba, size_t stride, sp_err *err);
+
+/* A Windows bitmap of exactly width x height into straight RGBA8 (alpha 255): 24-bit BGR,
+ * BITMAPINFOHEADER, uncompressed, bottom-up or top-down. Any other kind is SP_E_UNSUPPORTED,
+ * sizes that do not fit the stream SP_E_CORRUPT, each with a message naming what was found. */
+sp_status sp_bmp_decode_rgba(const uint8_t *data, size_t len, uint64_t width, uint64_t height,
+                             uint8_t *rgba, size_t stride, sp_err *err);
+
 /* Undo TIFF horizontal differencing (Predictor 2) in place on `rows` rows of `width` pixels of
  * `samples` interleaved samples of `bits` (8 or 16) bits, stored in the file byte order
  * (`big_endian` matters for 16-bit). Returns SP_E_UNSUPPORTED for other bit depths. */

@@ -468,8 +468,11 @@ static sp_status add_level(sp_slide *s, ndpi_level *nl, const ndpi_stream *ns, c
     sp_level l = {
         .width = (int64_t)((d->width + scale - 1) / scale),
         .height = (int64_t)((d->height + scale - 1) / scale),
-        .tile_width = (int64_t)(ns->tile_width / scale),
-        .tile_height = (int64_t)(ns->tile_height / scale),
+        /* What a tile decodes to at 1/scale: ceil, as the level's size (the same as the floor
+         * for restart intervals, whole MCUs; a stream without markers is one tile of any size,
+         * and the floor of a tile under 8 pixels was 0). */
+        .tile_width = (int64_t)((ns->tile_width + scale - 1) / scale),
+        .tile_height = (int64_t)((ns->tile_height + scale - 1) / scale),
         .compression = "jpeg",
         .priv = nl,
     };

@@ -21,8 +21,9 @@
  * Levels keep OpenSlide's dimensions (the sum of image sizes less overlaps, divided by the
  * concatenation) and downsamples (the concatenation, exactly). Slidedat.ini's keys become
  * mirax.SECTION.KEY properties; level 0's section gives the MPP and the fill colour, GENERAL
- * the objective power. Label, macro and thumbnail are JPEG records. PNG and BMP images are not
- * read: docs/formats.md.
+ * the objective power. Label, macro and thumbnail are JPEG records. Each zoom level stores its
+ * images in the format its IMAGE_FORMAT names: JPEG, PNG or BMP24 (24-bit bitmaps), each
+ * decoded whole by its codec (src/codecs/); PNG and BMP decode to the same pixels as OpenSlide's.
  */
 #include <float.h>
 #include <math.h>
@@ -59,6 +60,7 @@ typedef struct mx_level {
     bool hint; /* OpenSlide reports a tile size (integer advance, no overlap, no offsets) */
     bool cut;  /* several pieces per image: OpenSlide draws each from an ARGB32 copy of its part,
                 * else straight from the RGB24 image, and pixman composites the two differently */
+    sp_mirax_image_format format; /* how its images are stored (IMAGE_FORMAT) */
 } mx_level;
 
 /* Decoded stored images, kept for the next tiles that need them: a tile meets several images
@@ -392,11 +394,7 @@ static sp_status build_levels(sp_slide *s, mirax *m, sp_err *err) {
                        "MIRAX tile map", (void **)&l->cells, err);
         if (st == SP_OK) {
             memset(l->cells, 0xFF, (size_t)(l->cols * l->rows) * sizeof *l->cells);
-            if (hs->format != SP_MIRAX_JPEG) {
-                st = sp_err_set(err, SP_E_UNSUPPORTED,
-                                "zoom level %d stores %s images (JPEG is read)", z,
-                                hs->format == SP_MIRAX_PNG ? "PNG" : "BMP");
-            }
+            l->format = hs->format;
         }
         if (st == SP_OK) {
             st = place_level(m, &s->limits, z, p, pos, n_pos, active, err);
@@ -413,7 +411,9 @@ static sp_status build_levels(sp_slide *s, mirax *m, sp_err *err) {
             .downsample = (double)(lp[z].concat / lp[0].concat),
             .tile_width = all_hints ? (int64_t)l->advance_x : VIRTUAL_TILE,
             .tile_height = all_hints ? (int64_t)l->advance_y : VIRTUAL_TILE,
-            .compression = "jpeg",
+            .compression = l->format == SP_MIRAX_PNG   ? "png"
+                           : l->format == SP_MIRAX_BMP ? "bmp"
+                                                       : "jpeg",
             .priv = l,
         };
         if (level.width <= 0 || level.height <= 0) {
@@ -445,13 +445,13 @@ static sp_status get_image(mirax *m, const sp_limits *limits, const mx_level *l,
     pthread_mutex_unlock(&m->lock);
 
     const sp_mirax_record *rec = &l->records[record];
-    uint8_t *jpeg = NULL, *img = NULL;
-    uint32_t w = 0, h = 0;
+    uint8_t *stored = NULL, *img = NULL;
+    uint32_t w = (uint32_t)l->image_w, h = (uint32_t)l->image_h;
     int components = 0;
     size_t bytes = (size_t)l->image_w * (size_t)l->image_h * 4;
-    sp_status st = read_record(m, limits, rec, &jpeg, err);
-    if (st == SP_OK) {
-        st = sp_jpeg_read_header(jpeg, rec->length, NULL, 0, &w, &h, &components, err);
+    sp_status st = read_record(m, limits, rec, &stored, err);
+    if (st == SP_OK && l->format == SP_MIRAX_JPEG) {
+        st = sp_jpeg_read_header(stored, rec->length, NULL, 0, &w, &h, &components, err);
     }
     if (st == SP_OK && (w != (uint32_t)l->image_w || h != (uint32_t)l->image_h)) {
         st = sp_err_set(err, SP_E_CORRUPT,
@@ -462,12 +462,19 @@ static sp_status get_image(mirax *m, const sp_limits *limits, const mx_level *l,
     if (st == SP_OK) {
         st = sp_alloc(limits, bytes, "a MIRAX image", (void **)&img, err);
     }
-    if (st == SP_OK) {
-        st = sp_jpeg_decode_rgba(jpeg, rec->length, NULL, 0, SP_JPEG_SPACE_AUTO,
+    /* PNG and BMP decoders check the stream's size against the image's themselves. */
+    if (st == SP_OK && l->format == SP_MIRAX_JPEG) {
+        st = sp_jpeg_decode_rgba(stored, rec->length, NULL, 0, SP_JPEG_SPACE_AUTO,
                                  (uint64_t)l->image_w, (uint64_t)l->image_h, img,
                                  (size_t)l->image_w * 4, err);
+    } else if (st == SP_OK && l->format == SP_MIRAX_PNG) {
+        st = sp_png_decode_rgba(stored, rec->length, (uint64_t)l->image_w, (uint64_t)l->image_h,
+                                img, (size_t)l->image_w * 4, err);
+    } else if (st == SP_OK) {
+        st = sp_bmp_decode_rgba(stored, rec->length, (uint64_t)l->image_w, (uint64_t)l->image_h,
+                                img, (size_t)l->image_w * 4, err);
     }
-    free(jpeg);
+    free(stored);
     if (st != SP_OK) {
         free(img);
         return st;

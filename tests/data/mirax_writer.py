@@ -10,9 +10,10 @@ CameraImageDivisionsPerSide^2 stored images. Some photos are missing (no tissue 
 higher zoom level halves a 2x2 block of the level below's images into one image, as the scanner
 does, whatever photo they came from. The camera positions go into the VIMSLIDE_POSITION_BUFFER
 record (9 bytes each: a flag, x, y), or zlib-compressed into a StitchingIntensityLayer record;
-label, macro and thumbnail are JPEG records of their own. Index.dat spreads level 0's records
-over two linked pages. Run as a script (`python mirax_writer.py OUT_DIR`) it writes the slide
-into OUT_DIR.
+label, macro and thumbnail are JPEG records of their own. The zoom levels' images are JPEG,
+or PNG or 24-bit BMP (Layout.image_format, Slidedat.ini's IMAGE_FORMAT). Index.dat spreads
+level 0's records over two linked pages. Run as a script (`python mirax_writer.py OUT_DIR
+[--compressed] [--format JPEG|PNG|BMP24]`) it writes the slide into OUT_DIR.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Layout:
     missing: tuple = ((4, 3), (0, 3))  # photos not taken (no tissue)
     jitter_seed: int = 7
     jitter_step: int = 8  # 8: every place is a whole pixel up to concatenation 8; 1: as scanners do
+    image_format: str = "JPEG"  # how the zoom levels' images are stored: JPEG, PNG or BMP24
     extra_general: dict = field(default_factory=dict)
 
 
@@ -64,6 +66,32 @@ def _jpeg(rgb: np.ndarray, quality: int) -> bytes:
     import imagecodecs
 
     return bytes(imagecodecs.jpeg8_encode(np.ascontiguousarray(rgb), level=quality))
+
+
+def _png(rgb: np.ndarray) -> bytes:
+    import imagecodecs
+
+    return bytes(imagecodecs.png_encode(np.ascontiguousarray(rgb)))
+
+
+def _bmp(rgb: np.ndarray) -> bytes:
+    """A 24-bit bottom-up Windows bitmap (BITMAPINFOHEADER, BI_RGB), as MIRAX's BMP24 images."""
+    h, w = rgb.shape[:2]
+    row = (w * 3 + 3) & ~3
+    pixels = np.zeros((h, row), dtype=np.uint8)
+    pixels[:, :w * 3] = np.ascontiguousarray(rgb[::-1, :, ::-1]).reshape(h, w * 3)
+    info = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, row * h, 3780, 3780, 0, 0)
+    head = struct.pack("<2sIHHI", b"BM", 14 + 40 + row * h, 0, 0, 14 + 40)
+    return head + info + pixels.tobytes()
+
+
+def _encode(rgb: np.ndarray, image_format: str, quality: int) -> bytes:
+    if image_format == "PNG":
+        return _png(rgb)
+    if image_format == "BMP24":
+        return _bmp(rgb)
+    assert image_format == "JPEG", image_format
+    return _jpeg(rgb, quality)
 
 
 def _halve(img: np.ndarray) -> np.ndarray:
@@ -144,7 +172,7 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
     for lv, images in enumerate(level_images):
         records = []
         for (x, y) in sorted(images, key=lambda k: (k[1], k[0])):
-            off, ln, fno = put(lv % L.data_files, _jpeg(images[(x, y)], L.quality))
+            off, ln, fno = put(lv % L.data_files, _encode(images[(x, y)], L.image_format, L.quality))
             records.append((y * images_x + x, off, ln, fno))
         hier.append(records)
 
@@ -243,7 +271,7 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
         lines += ["", f"[LAYER_0_LEVEL_{lv}_SECTION]",
                   f"OVERLAP_X = {L.overlap_x // s}", f"OVERLAP_Y = {L.overlap_y // s}",
                   f"MICROMETER_PER_PIXEL_X = {0.2428 * s:.4f}", f"MICROMETER_PER_PIXEL_Y = {0.2431 * s:.4f}",
-                  "IMAGE_FORMAT = JPEG", "IMAGE_FILL_COLOR_BGR = 16777215",
+                  f"IMAGE_FORMAT = {L.image_format}", "IMAGE_FILL_COLOR_BGR = 16777215",
                   f"DIGITIZER_WIDTH = {L.image_w}", f"DIGITIZER_HEIGHT = {L.image_h}",
                   f"IMAGE_CONCAT_FACTOR = {0 if lv == 0 else 1}"]
     lines += ["", "[NONHIERLAYER_0_LEVEL_0_SECTION]", "THUMBNAIL_IMAGE_TYPE = JPEG",
@@ -261,5 +289,7 @@ def write_mirax(out_dir: Path, testdata: Path, layout: Layout | None = None, nam
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
     out = Path(sys.argv[1])
-    lay = Layout(compressed_positions=len(sys.argv) > 2 and sys.argv[2] == "--compressed")
+    flags = sys.argv[2:]
+    fmt = flags[flags.index("--format") + 1] if "--format" in flags else "JPEG"
+    lay = Layout(compressed_positions="--compressed" in flags, image_format=fmt)
     print(write_mirax(out, here.parent.parent.parent / "shared" / "testdata", lay))

@@ -303,3 +303,69 @@ def test_bad_profile_fails_cleanly(kind, he_pyramid, adobe_profile, sp, tmp_path
         assert "not RGB" in lines[0]
     assert not (tmp_path / "out.png").exists()
     sp.ok([*args, "-o", tmp_path / "plain.png"])  # without --icc the slide reads as stored
+
+
+# ---- convert --icc -------------------------------------------------------------------------------
+
+
+def _store_level0(store: Path) -> np.ndarray:
+    """Level 0 of an OME-Zarr 0.4 store (c, y, x) read by zarr-python, as (y, x, c)."""
+    zarr = pytest.importorskip("zarr", reason="zarr-python reads the converted store")
+    return np.moveaxis(np.asarray(zarr.open_group(str(store), mode="r")["0"][:]), 0, -1)
+
+
+def _attrs(store: Path) -> dict:
+    import json
+
+    return json.loads((store / ".zattrs").read_text())["slidepipe"]
+
+
+def test_convert_icc_writes_converted_pixels(adobe_slides, adobe_profile, sp, tmp_path):
+    """`convert --icc` writes level 0 as `region --icc` reads it (the same transform, so exactly),
+    records the transform and the profile's SHA-256 in the group attributes, and its dataset hash
+    differs from the plain conversion's; without --icc the store holds the stored pixels and no
+    ICC record."""
+    import hashlib
+
+    path = adobe_slides["generic-tiff"]
+    w, h = 1024, 768
+    plain, icc = tmp_path / "plain.zarr", tmp_path / "icc.zarr"
+    hash_plain = sp.ok(["convert", path, plain]).stdout.split()[-1]
+    hash_icc = sp.ok(["convert", path, icc, "--icc"]).stdout.split()[-1]
+    assert hash_icc != hash_plain
+    want_icc = _region_icc(sp, path, 0, 0, 0, w, h, tmp_path)[..., :3]
+    want_plain = sp.read_region(path, 0, 0, 0, w, h)[..., :3]
+    assert np.abs(want_icc.astype(int) - want_plain).max() >= 40, "the profile changed little"
+    assert np.array_equal(_store_level0(icc), want_icc)
+    assert np.array_equal(_store_level0(plain), want_plain)
+    assert _attrs(icc)["icc"] == {"transform": "embedded profile to sRGB",
+                                  "profile_size": len(adobe_profile),
+                                  "profile_sha256": hashlib.sha256(adobe_profile).hexdigest()}
+    assert "icc" not in _attrs(plain)
+    # --resume refuses to finish a plain conversion with --icc (the options file records it)
+    proc = sp.run(["convert", path, plain, "--icc", "--resume"])
+    assert proc.returncode == 1 and "other options" in proc.stderr, sp.describe(proc)
+
+
+def test_convert_icc_without_profile_is_plain(testdata, sp, tmp_path):
+    """A slide without a profile converts as stored with --icc: the same dataset hash."""
+    path = testdata / NO_PROFILE
+    if not path.is_file():
+        pytest.skip(f"{NO_PROFILE} is not in the shared test data")
+    a = sp.ok(["convert", path, tmp_path / "a.zarr", "--levels", 1]).stdout
+    b = sp.ok(["convert", path, tmp_path / "b.zarr", "--levels", 1, "--icc"]).stdout
+    assert a == b and a.startswith("dataset_hash ")
+
+
+def test_convert_icc_bad_profile_fails(he_pyramid, sp, tmp_path):
+    """A profile LittleCMS cannot read: convert --icc is exit 1, one line naming the slide, no
+    store written."""
+    path = _write_tiff(tmp_path / "spoiled.tif", he_pyramid[2:], b"\0\0\2\0" + b"no ICC " * 80,
+                       False)
+    out = tmp_path / "out.zarr"
+    proc = sp.run(["convert", path, out, "--icc"])
+    assert proc.returncode == 1, sp.describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slidepipe: ") and str(path) in lines[0], lines
+    assert "ICC profile" in lines[0]
+    assert not out.exists()

@@ -6,7 +6,9 @@ position layer plain or zlib-compressed (StitchingIntensityLayer), photos cut in
 zoom levels, where OpenSlide resamples them), and a plain grid without a position layer or
 overlap (the only one for which OpenSlide reports a tile size). OpenSlide must detect each as "mirax"; slidepipe's facts,
 properties, every level's pixels (whole and at awkward origins) and associated images must equal
-its output exactly. Spoiled copies must fail with exit 1 and one line naming the slide.
+its output exactly. Spoiled copies must fail with exit 1 and one line naming the slide. The
+"positions" layout is also written with PNG and with 24-bit BMP images (IMAGE_FORMAT), lossless,
+so every level must equal OpenSlide's byte for byte; spoiled bitmap headers fail the read.
 """
 
 from __future__ import annotations
@@ -226,3 +228,68 @@ def test_spoiled_image_fails_the_read(slides, tmp_path, run):
     out = tmp_path / "r.rgba"
     _fails(run, ["region", mrxs, "--level", 0, "--x", 0, "--y", 0, "--width", 64, "--height", 64,
                  "-o", out], mrxs, "")
+
+
+# ---- zoom levels stored as PNG or 24-bit BMP (IMAGE_FORMAT) ---------------------------------
+
+LOSSLESS = {"PNG": "png", "BMP24": "bmp"}
+
+
+@pytest.fixture(scope="module")
+def lossless_slides(testdata, tmp_path_factory):
+    """The overlapping "positions" layout with its images stored as PNG and as BMP24."""
+    if not (testdata / "aperio" / "CMU-1-Small-Region.svs").is_file():
+        pytest.skip("aperio/CMU-1-Small-Region.svs (the H&E pixels) is not in the shared data")
+    root = tmp_path_factory.mktemp("mirax-lossless")
+    return {f: mirax_writer.write_mirax(root / f, testdata, mirax_writer.Layout(image_format=f))
+            for f in LOSSLESS}
+
+
+@pytest.mark.parametrize("image_format", sorted(LOSSLESS))
+def test_lossless_images_equal_openslides(lossless_slides, image_format, sp):
+    """PNG and BMP images decode losslessly, so every whole level equals OpenSlide 4's
+    read_region byte for byte, and the level reports its images' compression; an awkward region
+    across pieces too."""
+    slide = lossless_slides[image_format]
+    got_info = sp.info(slide)
+    assert [lv["compression"] for lv in got_info["levels"]] == [LOSSLESS[image_format]] * 4
+    with _openslide(slide) as os_:
+        for level, (w, h) in enumerate(os_.level_dimensions):
+            want = np.asarray(os_.read_region((0, 0), level, (w, h)), dtype=np.uint8)
+            got = sp.read_region(slide, level, 0, 0, w, h)
+            diff = np.argwhere((want != got).any(axis=2))
+            assert diff.size == 0, f"level {level}: {len(diff)} pixels differ, first at {diff[0]}"
+            assert (want[..., 3] == 255).sum() > want[..., 3].size // 2, f"level {level} is empty"
+        want = np.asarray(os_.read_region((203, 117), 0, (301, 187)), dtype=np.uint8)
+    assert np.array_equal(sp.read_region(slide, 0, 203, 117, 301, 187), want)
+
+
+def _first_bmp(blob: bytes) -> int:
+    at = blob.find(b"BM")
+    while at >= 0 and blob[at + 14:at + 18] != struct.pack("<I", 40):
+        at = blob.find(b"BM", at + 1)
+    assert at >= 0, "no BMP image in the data file"
+    return at
+
+
+@pytest.mark.parametrize("spoil, fragment", [
+    (lambda b, at: struct.pack_into("<H", b, at + 28, 32), "32 bits per pixel"),  # 32-bit
+    (lambda b, at: struct.pack_into("<I", b, at + 30, 1), "compression 1"),  # RLE8
+    (lambda b, at: struct.pack_into("<I", b, at + 10, 1 << 30), "do not fit"),  # pixels past the end
+    (lambda b, at: struct.pack_into("<i", b, at + 18, 64), "BMP image is 64x"),  # another width
+], ids=["depth", "compression", "offset", "width"])
+def test_malformed_bmp_image_fails_the_read(lossless_slides, tmp_path, run, spoil, fragment):
+    """A level-0 BMP spoiled in its header: the slide opens, the region read fails with exit 1
+    and one line naming the slide and what is wrong with the bitmap."""
+    src = lossless_slides["BMP24"]
+    mrxs = tmp_path / "spoiled.mrxs"
+    shutil.copy(src, mrxs)
+    shutil.copytree(src.with_suffix(""), tmp_path / "spoiled")
+    data = tmp_path / "spoiled" / "Data0000.dat"  # level 0's images (levels alternate files)
+    blob = bytearray(data.read_bytes())
+    at = _first_bmp(bytes(blob))
+    spoil(blob, at)
+    data.write_bytes(bytes(blob))
+    out = tmp_path / "r.rgba"
+    _fails(run, ["region", mrxs, "--level", 0, "--x", 0, "--y", 0, "--width", 64, "--height", 64,
+                 "-o", out], mrxs, fragment)

@@ -1,6 +1,7 @@
 """Hamamatsu NDPI beyond the OpenSlide oracle (tests/data/test_openslide_oracle.py checks the
 shared file's facts and pixels): a level's restart intervals are found by reading the strip when
-the McuStarts tag (65426) is absent or does not fit the level, with the same pixels."""
+the McuStarts tag (65426) is absent or does not fit the level, with the same pixels; a level
+stored as one JPEG without restart markers (written here with tifffile) reads at every scale."""
 
 from __future__ import annotations
 
@@ -114,3 +115,51 @@ def test_properties_equal_openslides(ndpi, sp):
     extra = sorted(set(got) - set(want))
     differ = sorted(k for k in set(want) & set(got) if want[k] != got[k])
     assert not (missing or extra or differ), f"missing {missing}, extra {extra}, differing {differ}"
+
+
+# ---- levels stored as one JPEG without restart markers ---------------------------------------
+
+
+def _ndpi_without_markers(path: Path, height: int, width: int, samples: int) -> Path:
+    """A one-level NDPI whose strip is one JPEG without restart markers (tifffile writes it)."""
+    rng = np.random.default_rng(3)
+    img = (np.add.outer(np.arange(height), np.arange(width))[..., None] * 3
+           + rng.integers(0, 20, (height, width, samples))).astype(np.uint8)
+    tags = [(65420, "I", 1, 1, True), (65421, "f", 1, 20.0, True), (65422, "i", 1, 0, True),
+            (65423, "i", 1, 0, True), (65424, "i", 1, 0, True)]
+    tifffile.imwrite(path, img[..., 0] if samples == 1 else img, compression="jpeg",
+                     rowsperstrip=height, photometric="minisblack" if samples == 1 else "rgb",
+                     extratags=tags, metadata=None)
+    return path
+
+
+@pytest.mark.parametrize("height, width, samples", [(15, 7, 1), (67, 1001, 3)],
+                         ids=["grey-7x15", "rgb-1001x67"])
+def test_level_without_markers_reads_at_every_scale(height, width, samples, tmp_path, sp):
+    """A level stored without restart markers is one tile, and its 1/2, 1/4, 1/8 views are one
+    tile of the rounded-up size, each equal to libjpeg's DCT-scaled decode of the strip (Pillow's
+    draft mode). Found by fuzz/fuzz_ndpi.c: a 7x15 image made a tile of width 0 at 1/8
+    (a division by zero, SIGFPE), and an odd width made the scaled levels one tile too many
+    (their last column failed to read)."""
+    import io
+
+    from PIL import Image
+
+    path = _ndpi_without_markers(tmp_path / "plain.ndpi", height, width, samples)
+    levels = sp.info(path)["levels"]
+    assert len(levels) == 4
+    strip = path.read_bytes()
+    strip = strip[strip.find(b"\xff\xd8\xff"):]
+    for i, (lv, scale) in enumerate(zip(levels, (1, 2, 4, 8))):
+        w, h = -(-width // scale), -(-height // scale)
+        assert (lv["width"], lv["height"], lv["tile_width"], lv["tile_height"]) == (w, h, w, h)
+        got = sp.read_region(path, i, 0, 0, w, h)
+        assert (got[..., 3] == 255).all()
+        # Pillow picks the largest DCT scale whose size covers the one asked for; it cannot
+        # reach 1/8 of an image under 8 pixels wide, so that one level is checked by size only.
+        img = Image.open(io.BytesIO(strip))
+        img.draft(img.mode, (max(1, width // scale), max(1, height // scale)))
+        if img.size == (w, h):
+            assert np.array_equal(got[..., :3], np.asarray(img.convert("RGB"))), f"1/{scale}"
+        else:
+            assert (width, scale) == (7, 8), (img.size, scale)

@@ -3,6 +3,8 @@
  * Each decoder is checked by round trips through a real encoder (libjpeg, libdeflate, zstd, and
  * for LZW a small TIFF-style encoder written here), against known answers, and against broken
  * input, which must give an error or short output and never a crash or a leak (run under ASan).
+ * PNG goes round trips through libpng's writer; BMP is built here byte by byte, bottom-up and
+ * top-down, and every kind the strict decoder refuses is tried.
  * When the shared test data is present, Aperio tiles and the LZW + predictor label are decoded
  * and compared with hashes of what OpenSlide 4.0.1 returns for the same pixels.
  */
@@ -15,6 +17,7 @@
 
 #include <jpeglib.h>
 #include <libdeflate.h>
+#include <png.h>
 #include <zstd.h>
 
 #include "codecs/codec.h"
@@ -987,6 +990,205 @@ static void test_real_jpeg_tiles(const tiff_file *f) {
     }
 }
 
+/* ---- BMP ---------------------------------------------------------------------------------- */
+
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* A 24-bit BITMAPINFOHEADER bitmap of `rgb` (w x h, top row first); top_down stores rows
+ * top-first with a negative height. Returns its length. */
+static size_t make_bmp(const uint8_t *rgb, int w, int h, bool top_down, uint8_t *out) {
+    size_t row = ((size_t)w * 3 + 3) & ~(size_t)3;
+    memset(out, 0, 54 + row * (size_t)h);
+    out[0] = 'B';
+    out[1] = 'M';
+    put32(out + 2, (uint32_t)(54 + row * (size_t)h));
+    put32(out + 10, 54);
+    put32(out + 14, 40);
+    put32(out + 18, (uint32_t)w);
+    put32(out + 22, (uint32_t)(top_down ? -h : h));
+    out[26] = 1;
+    out[28] = 24;
+    put32(out + 34, (uint32_t)(row * (size_t)h));
+    for (int y = 0; y < h; y++) {
+        uint8_t *d = out + 54 + (size_t)(top_down ? y : h - 1 - y) * row;
+        for (int x = 0; x < w; x++) {
+            const uint8_t *s = rgb + ((size_t)y * (size_t)w + (size_t)x) * 3;
+            d[3 * x] = s[2];
+            d[3 * x + 1] = s[1];
+            d[3 * x + 2] = s[0];
+        }
+    }
+    return 54 + row * (size_t)h;
+}
+
+static void test_bmp(void) {
+    enum { W = 7, H = 5 }; /* 21-byte rows padded to 24 */
+    uint8_t rgb[W * H * 3], file[54 + 24 * H], rgba[W * H * 4];
+    for (size_t i = 0; i < sizeof rgb; i++) {
+        rgb[i] = (uint8_t)rng();
+    }
+    for (int top_down = 0; top_down < 2; top_down++) {
+        size_t n = make_bmp(rgb, W, H, top_down, file);
+        sp_err err = {0};
+        memset(rgba, 0x5A, sizeof rgba);
+        CHECK_EQ_INT(sp_bmp_decode_rgba(file, n, W, H, rgba, W * 4, &err), SP_OK);
+        bool same = true;
+        for (int i = 0; i < W * H; i++) {
+            same = same && memcmp(rgba + 4 * i, rgb + 3 * i, 3) == 0 && rgba[4 * i + 3] == 255;
+        }
+        CHECK(same);
+        /* every truncation is refused, with the output zeroed */
+        for (size_t cut = 0; cut < n; cut++) {
+            sp_err e = {0};
+            memset(rgba, 0x5A, sizeof rgba);
+            sp_status st = sp_bmp_decode_rgba(file, cut, W, H, rgba, W * 4, &e);
+            if (st != SP_E_CORRUPT || e.msg[0] == '\0' || rgba[0] != 0 || rgba[sizeof rgba - 1]) {
+                CHECK(!"a truncated BMP was not refused cleanly");
+                break;
+            }
+        }
+    }
+    static const struct {
+        size_t at;
+        uint32_t value;
+        int bytes;
+        sp_status want;
+        const char *fragment;
+    } spoils[] = {
+        {0, 'X', 1, SP_E_CORRUPT, "signature"},
+        {14, 108, 4, SP_E_UNSUPPORTED, "info header of 108 bytes"}, /* BITMAPV4HEADER */
+        {18, W + 1, 4, SP_E_CORRUPT, "8x5 where 7x5"},
+        {22, 0, 4, SP_E_CORRUPT, "7x0 where"},
+        {22, 0x80000000u, 4, SP_E_CORRUPT, "where 7x5"}, /* INT32_MIN rows, top-down */
+        {26, 2, 2, SP_E_CORRUPT, "2 planes"},
+        {28, 8, 2, SP_E_UNSUPPORTED, "8 bits per pixel"},
+        {28, 32, 2, SP_E_UNSUPPORTED, "32 bits per pixel"},
+        {30, 1, 4, SP_E_UNSUPPORTED, "compression 1"}, /* RLE8 */
+        {30, 3, 4, SP_E_UNSUPPORTED, "compression 3"}, /* BI_BITFIELDS */
+        {34, 7, 4, SP_E_CORRUPT, "header says 7 bytes"},
+        {46, 16, 4, SP_E_UNSUPPORTED, "palette of 16"},
+        {10, 53, 4, SP_E_CORRUPT, "at offset 53"},
+        {10, 0xFFFFFFF0u, 4, SP_E_CORRUPT, "do not fit"},
+    };
+    for (size_t i = 0; i < sizeof spoils / sizeof spoils[0]; i++) {
+        size_t n = make_bmp(rgb, W, H, false, file);
+        if (spoils[i].bytes == 1) {
+            file[spoils[i].at] = (uint8_t)spoils[i].value;
+        } else if (spoils[i].bytes == 2) {
+            file[spoils[i].at] = (uint8_t)spoils[i].value;
+            file[spoils[i].at + 1] = (uint8_t)(spoils[i].value >> 8);
+        } else {
+            put32(file + spoils[i].at, spoils[i].value);
+        }
+        sp_err err = {0};
+        CHECK_EQ_INT(sp_bmp_decode_rgba(file, n, W, H, rgba, W * 4, &err), spoils[i].want);
+        if (strstr(err.msg, spoils[i].fragment) == NULL) {
+            fprintf(stderr, "BMP spoil %zu: message \"%s\" lacks \"%s\"\n", i, err.msg,
+                    spoils[i].fragment);
+            CHECK(!"BMP message");
+        }
+    }
+}
+
+/* ---- PNG ---------------------------------------------------------------------------------- */
+
+/* A PNG of w x h pixels through libpng's simplified writer (format PNG_FORMAT_*, 8 or 16 bits
+ * per sample); returns a malloc'd stream and its length. */
+static uint8_t *make_png(const void *pixels, int w, int h, png_uint_32 format, size_t *len) {
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    img.width = (png_uint_32)w;
+    img.height = (png_uint_32)h;
+    img.format = format;
+    png_alloc_size_t size = 0;
+    if (!png_image_write_to_memory(&img, NULL, &size, 0, pixels, 0, NULL)) {
+        return NULL;
+    }
+    uint8_t *out = malloc(size);
+    if (out != NULL && !png_image_write_to_memory(&img, out, &size, 0, pixels, 0, NULL)) {
+        free(out);
+        return NULL;
+    }
+    *len = size;
+    return out;
+}
+
+static void test_png(void) {
+    enum { W = 9, H = 6 };
+    uint8_t rgb[W * H * 3], grey[W * H], rgba_in[W * H * 4], rgba[W * H * 4];
+    uint16_t rgb16[W * H * 3];
+    for (size_t i = 0; i < sizeof rgb; i++) {
+        rgb[i] = (uint8_t)rng();
+        rgb16[i] = (uint16_t)(rgb[i] * 257); /* scales back to the same byte */
+    }
+    for (size_t i = 0; i < sizeof grey; i++) {
+        grey[i] = (uint8_t)rng();
+    }
+    memset(rgba_in, 0x80, sizeof rgba_in);
+    size_t n = 0;
+    uint8_t *png = make_png(rgb, W, H, PNG_FORMAT_RGB, &n);
+    CHECK(png != NULL);
+    sp_err err = {0};
+    CHECK_EQ_INT(sp_png_decode_rgba(png, n, W, H, rgba, W * 4, &err), SP_OK);
+    bool same = true;
+    for (int i = 0; i < W * H; i++) {
+        same = same && memcmp(rgba + 4 * i, rgb + 3 * i, 3) == 0 && rgba[4 * i + 3] == 255;
+    }
+    CHECK(same);
+    /* a size other than the caller's, and every truncation, are refused with the output zeroed */
+    sp_err e = {0};
+    CHECK_EQ_INT(sp_png_decode_rgba(png, n, W, H - 1, rgba, W * 4, &e), SP_E_CORRUPT);
+    CHECK(strstr(e.msg, "9x6 where 9x5") != NULL);
+    for (size_t cut = 0; cut < n; cut++) {
+        sp_err e2 = {0};
+        memset(rgba, 0x5A, sizeof rgba);
+        sp_status st = sp_png_decode_rgba(png, cut, W, H, rgba, W * 4, &e2);
+        if (st != SP_E_CORRUPT || e2.msg[0] == '\0' || rgba[0] != 0 || rgba[sizeof rgba - 1]) {
+            fprintf(stderr, "PNG cut at %zu: status %d \"%s\"\n", cut, st, e2.msg);
+            CHECK(!"a truncated PNG was not refused cleanly");
+            break;
+        }
+    }
+    free(png);
+    /* 16-bit samples are scaled to 8 bits */
+    png = make_png(rgb16, W, H, PNG_FORMAT_RGB | PNG_FORMAT_FLAG_LINEAR, &n);
+    CHECK(png != NULL);
+    sp_err_clear(&err);
+    CHECK_EQ_INT(sp_png_decode_rgba(png, n, W, H, rgba, W * 4, &err), SP_OK);
+    CHECK(memcmp(rgba, rgb, 3) == 0);
+    CHECK(memcmp(rgba + 4 * (W * H - 1), rgb + 3 * (W * H - 1), 3) == 0);
+    free(png);
+    /* grey is replicated into R, G, B */
+    png = make_png(grey, W, H, PNG_FORMAT_GRAY, &n);
+    CHECK(png != NULL);
+    sp_err_clear(&err);
+    CHECK_EQ_INT(sp_png_decode_rgba(png, n, W, H, rgba, W * 4, &err), SP_OK);
+    same = true;
+    for (int i = 0; i < W * H; i++) {
+        same = same && rgba[4 * i] == grey[i] && rgba[4 * i + 1] == grey[i] &&
+               rgba[4 * i + 2] == grey[i] && rgba[4 * i + 3] == 255;
+    }
+    CHECK(same);
+    free(png);
+    /* transparency is refused, as OpenSlide refuses it */
+    png = make_png(rgba_in, W, H, PNG_FORMAT_RGBA, &n);
+    CHECK(png != NULL);
+    sp_err_clear(&err);
+    CHECK_EQ_INT(sp_png_decode_rgba(png, n, W, H, rgba, W * 4, &err), SP_E_UNSUPPORTED);
+    CHECK(strstr(err.msg, "transparency") != NULL);
+    free(png);
+    /* not a PNG at all */
+    sp_err_clear(&err);
+    CHECK_EQ_INT(sp_png_decode_rgba(rgb, sizeof rgb, W, H, rgba, W * 4, &err), SP_E_CORRUPT);
+    CHECK(strstr(err.msg, "signature") != NULL);
+}
+
 void unit_run(void) {
     test_lzw_known();
     test_lzw_roundtrip();
@@ -999,6 +1201,8 @@ void unit_run(void) {
     test_jpeg_broken();
     test_jpeg_huge();
     test_jpeg_many_scans();
+    test_bmp();
+    test_png();
     tiff_file f = {0};
     if (load_slide(&f)) {
         test_real_lzw_label(&f);

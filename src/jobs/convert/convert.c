@@ -20,7 +20,10 @@
  * (slide/pixel_hash.h) as the chunk is written, so the pixel hash recorded in the group
  * attributes is folded from exactly the arrays written, in the same pass, without reading the
  * store back (a resumed run recomputes every level from the slide, so it folds every chunk too,
- * written or kept).
+ * written or kept). When the slide's reads convert its embedded ICC profile to sRGB
+ * (sp_slide_set_icc_transform), the pixels written are the converted ones, and both the group
+ * attributes (slidepipe.icc) and the options file say so, naming the profile by its SHA-256;
+ * without the transform neither mentions ICC, so such stores are unchanged byte for byte.
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -33,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/hash.h"
 #include "base/int_options.h"
 #include "base/numbers.h"
 #include "base/strings.h"
@@ -41,6 +45,7 @@
 #include "io/store.h"
 #include "jobs/convert/pyramid.h"
 #include "ops/op.h"
+#include "slide/icc.h"
 #include "slide/pixel_hash.h"
 #include "slide/slide.h"
 #include "zarr/ome_json.h"
@@ -486,6 +491,26 @@ static void associated_path(const char *name, char *out, size_t len) {
     out[o] = '\0';
 }
 
+/* When the slide's reads convert its embedded ICC profile to sRGB: {"transform": "embedded
+ * profile to sRGB", "profile_size": N, "profile_sha256": HEX}, added to `parent` as "icc".
+ * Nothing otherwise. */
+static void add_icc_record(const sp_slide *s, cJSON *parent, bool *ok) {
+    const uint8_t *profile = NULL;
+    size_t len = 0;
+    if (!sp_slide_icc_active(s) || sp_slide_icc_profile(s, &profile, &len) != SP_OK) {
+        return;
+    }
+    char hex[65];
+    sp_sha256_hex(profile, len, hex);
+    cJSON *icc = cJSON_AddObjectToObject(parent, "icc");
+    *ok &= icc != NULL;
+    if (icc != NULL) {
+        cJSON_AddStringToObject(icc, "transform", "embedded profile to sRGB");
+        cJSON_AddNumberToObject(icc, "profile_size", (double)len);
+        cJSON_AddStringToObject(icc, "profile_sha256", hex);
+    }
+}
+
 static cJSON *slidepipe_json(const converter *c, bool *ok) {
     const sp_slide *s = c->slide;
     cJSON *sp = cJSON_CreateObject();
@@ -495,6 +520,7 @@ static cJSON *slidepipe_json(const converter *c, bool *ok) {
     *ok &= sp_json_add_string(src, "format", sp_slide_format(s));
     cJSON_AddNumberToObject(src, "width", (double)c->levels[0].width);
     cJSON_AddNumberToObject(src, "height", (double)c->levels[0].height);
+    add_icc_record(s, sp, ok);
     cJSON *props = cJSON_AddObjectToObject(sp, "properties");
     for (int32_t i = 0; i < sp_slide_property_count(s); i++) {
         const char *key = sp_slide_property_name(s, i);
@@ -571,6 +597,7 @@ static char *options_text(const converter *c, const sp_convert_options *o) {
     cJSON_AddNumberToObject(opt, "shard", (double)o->value[SP_CONVERT_SHARD]);
     cJSON_AddNumberToObject(opt, "levels", c->n_levels);
     cJSON_AddStringToObject(opt, "layout", c->layout == SP_ZARR_LAYOUT_CYX ? "cyx" : "yxc");
+    add_icc_record(c->slide, opt, &ok);
     char *text = ok ? cJSON_Print(doc) : NULL;
     cJSON_Delete(doc);
     return text;
