@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fill.h"
 #include "codecs/codec.h"
 #include "formats/format.h"
 
@@ -302,14 +303,13 @@ static sp_status conn_open(sp_source *src, const sp_limits *limits, const char *
     }
     c->src = src;
     char uri[96];
-    snprintf(uri, sizeof uri, "file:svslide?immutable=1&conn=%p", (void *)c);
+    snprintf(uri, sizeof uri, "file:svslide?mode=ro&immutable=1&conn=%p", (void *)c);
     int rc = sqlite3_open_v2(
         uri, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, VFS_NAME);
     if (rc != SQLITE_OK) {
-        sp_status st = c->db != NULL ? db_error(c, "opening the SQLite database", err)
-                                     : sp_err_set(err, SP_E_NOMEM,
-                                                  "out of memory opening "
-                                                  "an SVSlide database");
+        sp_status st =
+            c->db != NULL ? db_error(c, "opening the SQLite database", err)
+                          : sp_err_set(err, SP_E_NOMEM, "out of memory opening an SQLite database");
         conn_close(c);
         return st;
     }
@@ -393,77 +393,85 @@ static bool sakura_detect(const sp_probe *p) {
            memcmp(p->head, SQLITE_MAGIC, sizeof SQLITE_MAGIC) == 0;
 }
 
-/* Decode one channel's greyscale JPEG into `rgba` (grey replicated, alpha 255), which must be
- * exactly the tile. */
+/* Decode the area (x, y, w, h) of one channel's greyscale JPEG at 1/scale into `dst` (grey in
+ * every colour byte, alpha 255 for bpp 4); the stream must be a tile x tile grey image.
+ * *vw x *vh receive the decoded image's size. */
 static sp_status decode_channel(const void *data, size_t len, int64_t tile, const char *id,
-                                uint8_t *rgba, uint64_t stride, sp_err *err) {
-    uint32_t w = 0, h = 0;
+                                unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h, int bpp,
+                                uint8_t *dst, int64_t stride, uint64_t *vw, uint64_t *vh,
+                                sp_err *err) {
+    uint32_t iw = 0, ih = 0;
     int components = 0;
-    sp_status st = sp_jpeg_read_header(data, len, NULL, 0, &w, &h, &components, err);
-    if (st == SP_OK && (w != (uint64_t)tile || h != (uint64_t)tile || components != 1)) {
+    sp_err local = {0};
+    sp_status st = sp_jpeg_read_header(data, len, NULL, 0, &iw, &ih, &components, &local);
+    if (st == SP_OK && (iw != (uint64_t)tile || ih != (uint64_t)tile || components != 1)) {
         return sp_err_set(err, SP_E_CORRUPT,
                           "tile \"%s\" is a %ux%u JPEG of %d components where the slide's "
                           "tiles are %lldx%lld grey",
-                          id, w, h, components, (long long)tile, (long long)tile);
+                          id, iw, ih, components, (long long)tile, (long long)tile);
     }
     if (st == SP_OK) {
-        st = sp_jpeg_decode_rgba(data, len, NULL, 0, SP_JPEG_SPACE_GREY, (uint64_t)tile,
-                                 (uint64_t)tile, rgba, (size_t)stride, err);
+        st = sp_jpeg_decode_area(data, len, NULL, 0, SP_JPEG_SPACE_GREY, scale, (uint64_t)x,
+                                 (uint64_t)y, (uint64_t)w, (uint64_t)h, (unsigned)bpp, dst,
+                                 (size_t)stride, vw, vh, &local);
     }
-    if (st != SP_OK && err != NULL && strstr(err->msg, id) == NULL) {
-        char msg[SP_ERR_MSG_MAX];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        sp_err_clear(err);
-        st = sp_err_set(err, st, "tile \"%s\": %s", id, msg);
+    if (st != SP_OK) {
+        return sp_err_set(err, st, "tile \"%s\": %s", id,
+                          local.msg[0] ? local.msg : sp_status_str(st));
     }
-    return st;
+    return SP_OK;
 }
 
-static void zero_tile(uint8_t *rgba, uint64_t stride, int64_t w, int64_t h) {
-    for (int64_t r = 0; r < h; r++) {
-        memset(rgba + (uint64_t)r * stride, 0, (size_t)w * 4);
-    }
-}
-
-static sp_status sakura_read_tile(sp_slide *s, const sp_level *level, int64_t col, int64_t row,
-                                  uint8_t *rgba, uint64_t stride, sp_err *err) {
+/* The area (x, y, w, h) of tile (col, row) decoded at 1/scale, as RGB8 or RGBA8: red decoded
+ * straight into `dst` (grey gives R = G = B), green and blue through a scratch area whose first
+ * byte of each pixel is copied in. A tile with a channel missing (OpenSlide shows it
+ * transparent), and any part beyond the decoded tile, get `empty`. */
+static sp_status sakura_read_tile_area(sp_slide *s, const sp_level *level, int64_t col, int64_t row,
+                                       unsigned scale, int64_t x, int64_t y, int64_t w, int64_t h,
+                                       sp_pixel_format format, uint8_t *dst, int64_t stride,
+                                       const uint8_t *empty, sp_err *err) {
     sakura *k = s->priv;
     const sk_level *l = level->priv;
     const int64_t tile = k->tile;
-    const long long x = (long long)(col * tile * l->downsample);
-    const long long y = (long long)(row * tile * l->downsample);
+    const int bpp = sp_pixel_format_bytes(format);
+    const long long tx = (long long)(col * tile * l->downsample);
+    const long long ty = (long long)(row * tile * l->downsample);
     uint8_t *plane = NULL;
     sk_conn *c = NULL;
-    sp_status st = sp_alloc(&s->limits, (uint64_t)(tile * tile * 4), "an SVSlide channel",
-                            (void **)&plane, err);
+    uint64_t vw = 0, vh = 0;
+    sp_status st =
+        sp_alloc(&s->limits, (uint64_t)(w * h * bpp), "an SVSlide channel", (void **)&plane, err);
     if (st == SP_OK) {
         st = pool_take(s, &c, err);
     }
     bool missing = false;
-    for (int ch = 0; st == SP_OK && !missing && ch < 3; ch++) {
+    for (int ch = 0; st == SP_OK && ch < 3; ch++) {
         char id[TILE_ID_MAX];
-        snprintf(id, sizeof id, "T;%lld|%lld;%lld;%d;0", x, y, (long long)l->downsample, ch);
+        snprintf(id, sizeof id, "T;%lld|%lld;%lld;%d;0", tx, ty, (long long)l->downsample, ch);
         const void *data = NULL;
         size_t len = 0;
         st = fetch_blob(c, id, &data, &len, err);
-        if (st != SP_OK) {
+        if (st != SP_OK || (missing = data == NULL)) {
             break;
         }
-        if (data == NULL) {
-            missing = true; /* OpenSlide shows a tile with a channel missing as transparent */
-            break;
+        if (ch == 0) {
+            st = decode_channel(data, len, tile, id, scale, x, y, w, h, bpp, dst, stride, &vw, &vh,
+                                err);
+            continue;
         }
-        /* Red straight into the tile (grey gives R = G = B), green and blue through a plane. */
-        uint8_t *dst = ch == 0 ? rgba : plane;
-        uint64_t dst_stride = ch == 0 ? stride : (uint64_t)tile * 4;
-        st = decode_channel(data, len, tile, id, dst, dst_stride, err);
-        if (st == SP_OK && ch > 0) {
-            for (int64_t r = 0; r < tile; r++) {
-                const uint8_t *q = plane + (uint64_t)r * (uint64_t)tile * 4;
-                uint8_t *d = rgba + (uint64_t)r * stride + ch;
-                for (int64_t i = 0; i < tile; i++) {
-                    d[4 * i] = q[4 * i];
-                }
+        uint64_t cw = 0, chh = 0;
+        st = decode_channel(data, len, tile, id, scale, x, y, w, h, bpp, plane, w * bpp, &cw, &chh,
+                            err);
+        /* Every channel is a tile x tile image: the same decoded size, the same covered part. */
+        uint64_t rows = vh > (uint64_t)y ? vh - (uint64_t)y : 0;
+        uint64_t cols = vw > (uint64_t)x ? vw - (uint64_t)x : 0;
+        rows = rows < (uint64_t)h ? rows : (uint64_t)h;
+        cols = cols < (uint64_t)w ? cols : (uint64_t)w;
+        for (uint64_t r = 0; st == SP_OK && r < rows; r++) {
+            const uint8_t *q = plane + r * (uint64_t)(w * bpp);
+            uint8_t *d = dst + r * (uint64_t)stride + ch;
+            for (uint64_t i = 0; i < cols; i++) {
+                d[i * (uint64_t)bpp] = q[i * (uint64_t)bpp];
             }
         }
     }
@@ -473,9 +481,25 @@ static sp_status sakura_read_tile(sp_slide *s, const sp_level *level, int64_t co
     }
     free(plane);
     if (st != SP_OK || missing) {
-        zero_tile(rgba, stride, level->tile_width, level->tile_height);
+        sp_fill_pixels(dst, stride, w, h, bpp, empty);
+    } else {
+        sp_fill_uncovered(dst, stride, (uint64_t)x, (uint64_t)y, (uint64_t)w, (uint64_t)h, vw, vh,
+                          bpp, empty);
     }
     return st;
+}
+
+/* Any scale libjpeg's DCT scaling gives; the tiles never carry alpha. */
+static unsigned sakura_area_scales(sp_slide *s, const sp_level *level) {
+    (void)s, (void)level;
+    return 1u | 2u | 4u | 8u | SP_AREA_OPAQUE;
+}
+
+static sp_status sakura_read_tile(sp_slide *s, const sp_level *level, int64_t col, int64_t row,
+                                  uint8_t *rgba, uint64_t stride, sp_err *err) {
+    static const uint8_t transparent[4] = {0, 0, 0, 0};
+    return sakura_read_tile_area(s, level, col, row, 1, 0, 0, level->tile_width, level->tile_height,
+                                 SP_PIXEL_RGBA8, rgba, (int64_t)stride, transparent, err);
 }
 
 /* The query of each associated image (one row, one JPEG column), as OpenSlide runs them. */
@@ -560,6 +584,8 @@ static const sp_slide_ops sakura_ops = {
     .read_tile = sakura_read_tile,
     .read_associated = sakura_read_associated,
     .destroy = sakura_destroy,
+    .area_scales = sakura_area_scales,
+    .read_tile_area = sakura_read_tile_area,
 };
 
 /* ---- open ------------------------------------------------------------------------------------ */
