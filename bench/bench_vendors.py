@@ -1,13 +1,13 @@
-"""bench_vendors.py — random 256x256 level-0 regions from Philips TIFF, Leica SCN and Ventana BIF
-slides, slidepipe's Python binding against openslide-python (OpenSlide 4) in the same run.
+"""bench_vendors.py — random 256x256 level-0 regions from Philips TIFF, Leica SCN, Ventana BIF and
+Sakura SVSlide slides, slidepipe's Python binding against openslide-python (OpenSlide 4) in the same run.
 
     usage: .venv/bin/python bench/bench_vendors.py [--regions 300] [--repeat 3] [--cache]
     (run from a build: PYTHONPATH=build/python, which `make` fills)
 
 There are no public sample files small enough to keep, so the slides are written first by the
-tests' writers (tests/data/vendor_samples.py: real JPEG tiles of the shared
+tests' writers (tests/data/vendor_samples.py and sakura_writer.py: real JPEG tiles of the shared
 CMU-1-Small-Region.svs, the vendors' layouts: Leica's two regions at offsets that are not tile
-multiples, BIF's overlapping camera frames). Both readers run one thread and, unless --cache,
+multiples, BIF's overlapping camera frames, Sakura's per-channel greyscale JPEGs in SQLite). Both readers run one thread and, unless --cache,
 with their decoded-tile caches off, so that every region decodes its tiles (the slides are small
 enough for a cache to hold whole, which would time the cache, not the format). The regions are
 the same for both (seeded). Prints MP/s of each side and the ratio; best of --repeat runs.
@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "data"))
 
 import openslide  # noqa: E402
+import sakura_writer  # noqa: E402
 import slidepipe  # noqa: E402
 import vendor_samples  # noqa: E402
 
@@ -53,6 +54,7 @@ def main():
             ("Philips TIFF", vendor_samples.write_philips(Path(tmp) / "p.tiff", testdata)),
             ("Leica SCN", vendor_samples.write_leica(Path(tmp) / "l.scn", testdata)),
             ("Ventana BIF", vendor_samples.write_bif(Path(tmp) / "v.bif", testdata)),
+            ("Sakura", sakura_writer.write_sakura(Path(tmp) / "s.svslide", testdata)),
         ]
         print(f"{'format':<14}{'slidepipe MP/s':>16}{'OpenSlide 4 MP/s':>18}{'ratio':>8}")
         for name, path in slides:

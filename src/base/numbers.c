@@ -24,7 +24,8 @@ double sp_strtod(const char *text, char **end) {
 }
 
 void sp_format_double(double value, char *buf, size_t len) {
-    if (value == (double)(int64_t)value && value > -1e15 && value < 1e15) {
+    /* The range first: converting a double outside int64_t's range is undefined. */
+    if (value > -1e15 && value < 1e15 && value == (double)(int64_t)value) {
         snprintf(buf, len, "%lld", (long long)value);
         return;
     }

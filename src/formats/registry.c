@@ -8,6 +8,7 @@ extern const sp_format sp_format_ventana_bif;
 extern const sp_format sp_format_aperio;
 extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
+extern const sp_format sp_format_sakura_svslide;
 extern const sp_format sp_format_ome_zarr;
 extern const sp_format sp_format_generic_tiff;
 extern const sp_format sp_format_mirax;
@@ -20,6 +21,7 @@ const sp_format *const sp_formats[] = {
     &sp_format_aperio,
     &sp_format_ome_tiff,
     &sp_format_dicom,
+    &sp_format_sakura_svslide,
     &sp_format_ome_zarr,
     &sp_format_generic_tiff,
     &sp_format_mirax,
