@@ -59,8 +59,8 @@ static size_t ignore_headers(char *data, size_t size, size_t count, void *user) 
     return size * count;
 }
 
-/* What an error answer says: the <Code> of an XML error document (S3, GCS's XML API), else the
- * error.message of a JSON one (GCS's JSON API), printable and cut to fit; "" when neither. */
+/* What an error answer says: the <Code> of an XML error document (S3, GCS's XML API, Azure), else
+ * the error.message of a JSON one (GCS's JSON API), printable and cut to fit; "" when neither. */
 static void error_detail(const char *body, char *out, size_t cap) {
     sp_http_s3_error_code(body, out, cap);
     if (out[0] != '\0') {
@@ -80,14 +80,14 @@ static void error_detail(const char *body, char *out, size_t cap) {
 
 static bool succeeded(const char *method, long code, const char *body) {
     if (strcmp(method, "PUT") == 0) {
-        return code == 200;
+        return code == 200 || code == 201;
     }
     if (code == 404) { /* already gone, unless the bucket is */
         char what[64];
         sp_http_s3_error_code(body, what, sizeof what);
         return strcmp(what, "NoSuchBucket") != 0;
     }
-    return code == 200 || code == 204;
+    return code == 200 || code == 202 || code == 204;
 }
 
 sp_status sp_object_write(const sp_object_request *r, sp_err *err) {
