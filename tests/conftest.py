@@ -329,6 +329,22 @@ def sanitizer_report(text: str) -> str | None:
     return None
 
 
+def binding_env(binary: Path, base: dict | None = None) -> dict:
+    """`base` (default: this environment) for a child Python that imports the binding of
+    `binary`'s build: its python folder on PYTHONPATH and, in the sanitizer run, the sanitizer's
+    runtime preloaded (a stock python cannot load the instrumented extension otherwise; leaks are
+    not checked: the interpreter keeps memory until exit by design), as scripts/run-tests does
+    for python/tests."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = str(Path(binary).parent / "python")
+    if os.environ.get("SLIDEPIPE_SANITIZED"):
+        runtime = subprocess.run(["clang", "-print-file-name=libclang_rt.asan-x86_64.so"],
+                                 capture_output=True, text=True).stdout.strip()
+        env["LD_PRELOAD"] = runtime
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    return env
+
+
 def describe(proc: subprocess.CompletedProcess) -> str:
     """A short description of a finished process, for assertion messages."""
     err = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode("utf-8", "replace")

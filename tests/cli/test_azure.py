@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import binding_env
 from loopback import AzureBlobServer, azure_service_sas
 
 TESTDATA = Path(os.environ.get("SP_TESTDATA", Path(__file__).resolve().parents[2].parent / "shared" / "testdata"))
@@ -146,7 +147,7 @@ def test_python_binding_reads_az(sp, azure):
     code = ("import sys, slidepipe\n"
             "s = slidepipe.open(sys.argv[1])\n"
             "sys.stdout.buffer.write(s.read_region((100, 200), 0, (700, 500)).tobytes())\n")
-    env = dict(azure["shared_key_env"], PYTHONPATH=str(Path(sp.binary).parent / "python"))
+    env = binding_env(sp.binary, azure["shared_key_env"])
     proc = subprocess.run([sys.executable, "-c", code, f"az://slides/{BLOB}"], capture_output=True,
                           env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
