@@ -10,15 +10,16 @@
  * bounding box divided, rounded down). Slidepipe reads a level as a regular grid of tiles (the
  * level's largest stored subblock, 256 to 2048 pixels) and paints each from the subblocks that
  * meet it, in directory order, later ones on top; where none lies the tile stays transparent,
- * as in OpenSlide. Pixel types Gray8, Bgr24 and Bgra32 (its fourth byte is not alpha: the
- * pixels are opaque), compressed none, JPEG, zstd0 or zstd1 (its header and hi/lo byte packing,
- * which only 16-bit pixels use); JPEG XR and LZW subblocks and other pixel types are refused
- * when the slide opens. The Z, C and T dimensions are the slide's planes (numbered from each
- * one's lowest start); scenes (S) and mosaic tiles (M) all belong to the one image. The
- * metadata XML gives the MPP (Scaling/Items/Distance, metres per pixel) and the objective
- * power (the objective's NominalMagnification); the attachments "Label", "SlidePreview" and
- * "Thumbnail" become the associated images label, macro and thumbnail, each a JPEG or an
- * embedded CZI image. docs/formats.md says what is read and what is refused.
+ * as in OpenSlide. Pixel types Gray8, Bgr24, Bgr48 (the high bytes) and Bgra32 (its fourth
+ * byte is not alpha: the pixels are opaque), compressed none, JPEG, JPEG XR (Gray8 and Bgr24,
+ * through jxrlib: codecs/jpegxr.c), zstd0 or zstd1 (its header and hi/lo byte packing, which only
+ * 16-bit pixels use); LZW subblocks and other pixel types are refused when the slide opens. The Z,
+ * C and T dimensions are the slide's planes (numbered from each one's lowest start); scenes (S) and
+ * mosaic tiles (M) all belong to the one image. The metadata XML gives the MPP
+ * (Scaling/Items/Distance, metres per pixel) and the objective power (the objective's
+ * NominalMagnification); the attachments "Label", "SlidePreview" and "Thumbnail" become the
+ * associated images label, macro and thumbnail, each a JPEG or an embedded CZI image.
+ * docs/formats.md says what is read and what is refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -114,11 +115,17 @@ static sp_status check_entry(const sp_czi_entry *e, const sp_limits *limits, sp_
     case SP_CZI_ZSTD0:
     case SP_CZI_ZSTD1: break;
     case SP_CZI_JPEGXR:
-        return sp_err_set(err, SP_E_UNSUPPORTED, "JPEG XR subblocks are not supported");
+        if (e->pixel_type != SP_CZI_PIXEL_BGR24 && e->pixel_type != SP_CZI_PIXEL_GRAY8) {
+            return sp_err_set(err, SP_E_UNSUPPORTED,
+                              "JPEG XR subblocks of pixel type %s are not supported (Gray8 and "
+                              "Bgr24 are)",
+                              pixel_type_name(e->pixel_type));
+        }
+        break;
     default:
         return sp_err_set(err, SP_E_UNSUPPORTED,
-                          "subblocks of compression %d are not supported (none, JPEG, zstd0 and "
-                          "zstd1 are)",
+                          "subblocks of compression %d are not supported (none, JPEG, JPEG XR, "
+                          "zstd0 and zstd1 are)",
                           e->compression);
     }
     if (e->stored_width * e->stored_height > limits->value[SP_LIMIT_MAX_TILE_PIXELS]) {
@@ -148,7 +155,14 @@ static sp_status decode_subblock(sp_source *src, const sp_limits *limits, const 
         st = sp_calloc(limits, w * h, 4, "a CZI subblock's pixels", &rgba, err);
     }
     const uint8_t *pixels = data;
-    if (st == SP_OK && e->compression == SP_CZI_JPEG) {
+    if (st == SP_OK && e->compression == SP_CZI_JPEGXR) {
+        st = sp_alloc(limits, packed, "a CZI subblock", (void **)&unpacked, err);
+        if (st == SP_OK) {
+            st = sp_jxr_decode(data, len, (uint32_t)w, (uint32_t)h, (unsigned)bpp, unpacked,
+                               (size_t)(w * (uint64_t)bpp), err);
+        }
+        pixels = unpacked;
+    } else if (st == SP_OK && e->compression == SP_CZI_JPEG) {
         st = sp_jpeg_decode_rgba(data, len, NULL, 0, SP_JPEG_SPACE_AUTO, w, h, rgba, w * 4, err);
         pixels = NULL;
     } else if (st == SP_OK && e->compression != SP_CZI_RAW) {
@@ -928,9 +942,10 @@ static sp_status czi_open(sp_slide *s, sp_probe *p, sp_err *err) {
         for (size_t k = 0; k < c->image.file.n_entries; k++) {
             const sp_czi_entry *e = &c->image.file.entries[k];
             if (in_plane(e, want) && entry_downsample(e) == l->downsample) {
-                const char *name = e->compression == SP_CZI_JPEG  ? "jpeg"
-                                   : e->compression == SP_CZI_RAW ? "none"
-                                                                  : "zstd";
+                const char *name = e->compression == SP_CZI_JPEG     ? "jpeg"
+                                   : e->compression == SP_CZI_JPEGXR ? "jpegxr"
+                                   : e->compression == SP_CZI_RAW    ? "none"
+                                                                     : "zstd";
                 compression = compression == NULL || compression == name ? name : "mixed";
             }
         }

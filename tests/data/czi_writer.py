@@ -24,6 +24,7 @@ import numpy as np
 PIXEL_GRAY8, PIXEL_BGR24, PIXEL_BGRA32 = 0, 3, 9
 RAW, JPEG, JPEGXR, ZSTD0, ZSTD1 = 0, 1, 4, 5, 6
 BYTES_PER_PIXEL = {PIXEL_GRAY8: 1, PIXEL_BGR24: 3, PIXEL_BGRA32: 4}
+JXR_RGB24 = bytes.fromhex("24c3dd6f034efe4bb1853d77768dc90d")  # GUID_PKPixelFormat24bppRGB as stored
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Subblock:
     pixel_type: int = PIXEL_BGR24
     dims: dict = field(default_factory=dict)
     payload: bytes | None = None
+    quality: float = 1.0  # JPEG XR: 1.0 is lossless
 
 
 def _segment(ident: bytes, data: bytes, allocated: int | None = None) -> bytes:
@@ -63,6 +65,16 @@ def _encode(sb: Subblock) -> bytes:
     if sb.compression == ZSTD1:
         # A three-byte header: its size, chunk 1 (hi/lo byte packing) with the flag off.
         return b"\x03\x01\x00" + imagecodecs.zstd_encode(raw, level=3)
+    if sb.compression == JPEGXR:
+        if sb.data.ndim == 2:
+            return imagecodecs.jpegxr_encode(sb.data, level=sb.quality)
+        # imagecodecs writes RGB pixels as the 24bppRGB format; CZI (libCZI) wants 24bppBGR, the
+        # same coded image handed out in B, G, R order: only the format GUID's last byte differs.
+        stream = bytearray(imagecodecs.jpegxr_encode(np.ascontiguousarray(sb.data[..., ::-1]),
+                                                     level=sb.quality))
+        at = stream.find(JXR_RGB24)
+        stream[at + 15] = JXR_RGB24[15] - 1
+        return bytes(stream)
     if sb.compression == JPEG:
         rgb = np.ascontiguousarray(sb.data[..., ::-1])
         return imagecodecs.jpeg8_encode(rgb, level=95)
@@ -162,8 +174,8 @@ def tiles(bgr: np.ndarray, tile: int, x0: int = 0, y0: int = 0, factor: int = 1,
 def write_seeds(folder: Path) -> list[Path]:
     """Small CZI files for the fuzz target's corpus (fuzz/fuzz_czi.c), written when the fuzz run
     starts (scripts/fuzz-smoke): a two-level pyramid of raw subblocks with an embedded preview,
-    zstd0 and zstd1 subblocks when imagecodecs is there, two focal planes, Gray8 pixels. Synthetic
-    pixels, so that no test data is needed."""
+    zstd0, zstd1 and JPEG XR subblocks when imagecodecs is there, two focal planes, Gray8
+    pixels. Synthetic pixels, so that no test data is needed."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(27)
@@ -179,6 +191,8 @@ def write_seeds(folder: Path) -> list[Path]:
         import imagecodecs  # noqa: F401
         out.append(write_czi(folder / "seed-zstd.czi", tiles(bgr, 32, compression=ZSTD0)
                              + tiles(half, 32, factor=2, compression=ZSTD1), xml))
+        out.append(write_czi(folder / "seed-jpegxr.czi",
+                             tiles(bgr, 32, compression=JPEGXR, quality=0.8), xml))
     except ImportError:
         pass
     out.append(write_czi(folder / "seed-planes.czi",

@@ -327,9 +327,37 @@ def test_spoiled_subblock_fails_cleanly(testdata, tmp_path, run):
     vendor_checks.assert_one_line_error(proc, path, "Zstandard")
 
 
-def test_jpeg_xr_is_refused(tmp_path, run):
+def test_jpeg_xr_equals_libczis(testdata, tmp_path, read_region, assert_same_pixels):
+    """JPEG XR subblocks (compression 4, what Zeiss scanners mostly write; OpenSlide 4.0.1
+    refuses them), lossy and lossless, Bgr24 and Gray8, decoded through jxrlib: equal to
+    pylibCZIrw's reads (libCZI's own JPEG XR decoder)."""
+    bgr = _bgr(_he(testdata, 400, 300))
+    cases = {"bgr24": cw.tiles(bgr, TILE, compression=cw.JPEGXR, quality=0.8),
+             "lossless": cw.tiles(bgr, TILE, compression=cw.JPEGXR),
+             "gray8": cw.tiles(np.ascontiguousarray(bgr[..., 1]), TILE, compression=cw.JPEGXR,
+                               pixel_type=cw.PIXEL_GRAY8, quality=0.8)}
+    for name, sbs in cases.items():
+        path = cw.write_czi(tmp_path / f"{name}.czi", sbs, cw.metadata_xml(400, 300, MPP, None))
+        with czi.open_czi(str(path)) as r:
+            want = r.read()
+        if name == "lossless":
+            assert np.array_equal(want, bgr)
+        want = np.repeat(want, 3, axis=2) if want.shape[2] == 1 else want
+        assert_same_pixels(read_region(path, 0, 0, 0, 400, 300), _rgba(want), f"JPEG XR {name}")
+
+
+def test_spoiled_jpeg_xr_fails_cleanly(tmp_path, run):
     sbs = cw.tiles(np.zeros((64, 64, 3), np.uint8), 64)
     sbs[0].compression, sbs[0].payload = cw.JPEGXR, b"WMPHOTO\0" + b"\0" * 32
     path = cw.write_czi(tmp_path / "jxr.czi", sbs, cw.metadata_xml(64, 64, None, None))
+    proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width", 64,
+                "--height", 64, "-o", tmp_path / "r.rgba"])
+    vendor_checks.assert_one_line_error(proc, path, "JPEG XR")
+
+
+def test_jpeg_xr_of_16_bit_pixels_is_refused(tmp_path, run):
+    sbs = cw.tiles(np.zeros((64, 64, 3), np.uint8), 64)
+    sbs[0].compression, sbs[0].pixel_type, sbs[0].payload = cw.JPEGXR, 4, b"\0" * 64
+    path = cw.write_czi(tmp_path / "jxr48.czi", sbs, cw.metadata_xml(64, 64, None, None))
     vendor_checks.assert_one_line_error(run(["info", path]), path,
-                                        "JPEG XR subblocks are not supported")
+                                        "JPEG XR subblocks of pixel type Bgr48 are not supported")

@@ -1,0 +1,109 @@
+/* jpegxr.c — JPEG XR (ITU-T T.832) streams through jxrlib (Debian libjxr-dev), as Zeiss CZI
+ * subblocks store them: 8-bit grey, BGR or RGB (24 or 32 bits a pixel) decoded into a
+ * caller's buffer as grey or BGR bytes (see codec.h). jxrlib's headers stay in this file: their
+ * Windows-style types and macros must not reach the rest of the library. */
+#include <JXRGlue.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs/codec.h"
+
+/* jxrlib writes whole macroblock rows: the scratch image is padded to them. */
+#define MACROBLOCK 16
+
+/* Every 8-bit pixel format of the Windows Media Photo family shares these first 15 bytes of its
+ * GUID; the last byte names the format. */
+static const uint8_t FORMAT_PREFIX[15] = {0x24, 0xc3, 0xdd, 0x6f, 0x03, 0x4e, 0xfe, 0x4b,
+                                          0xb1, 0x85, 0x3d, 0x77, 0x76, 0x8d, 0xc9};
+enum { FMT_GRAY8 = 0x08, FMT_BGR24 = 0x0c, FMT_RGB24 = 0x0d, FMT_BGR32 = 0x0e, FMT_BGRA32 = 0x0f };
+
+/* The GUID's bytes as stored in memory (Data1, Data2, Data3 little-endian on x86). */
+static int format_code(const PKPixelFormatGUID *g) {
+    uint8_t bytes[16];
+    memcpy(bytes, &g->Data1, 4);
+    memcpy(bytes + 4, &g->Data2, 2);
+    memcpy(bytes + 6, &g->Data3, 2);
+    memcpy(bytes + 8, g->Data4, 8);
+    return memcmp(bytes, FORMAT_PREFIX, sizeof FORMAT_PREFIX) == 0 ? bytes[15] : -1;
+}
+
+static int format_bytes(int code) {
+    switch (code) {
+    case FMT_GRAY8: return 1;
+    case FMT_BGR24:
+    case FMT_RGB24: return 3;
+    case FMT_BGR32:
+    case FMT_BGRA32: return 4;
+    default: return 0;
+    }
+}
+
+sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_t height,
+                        unsigned samples, uint8_t *out, size_t stride, sp_err *err) {
+    if (data == NULL || out == NULL || (samples != 1 && samples != 3) || width == 0 ||
+        height == 0) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG XR: bad arguments");
+    }
+    struct WMPStream *stream = NULL;
+    PKImageDecode *decoder = NULL;
+    uint8_t *scratch = NULL;
+    sp_status st = SP_OK;
+    I32 w = 0, h = 0;
+    PKPixelFormatGUID format;
+    int code = -1;
+    if (Failed(CreateWS_Memory(&stream, (void *)data, len)) ||
+        Failed(PKImageDecode_Create_WMP(&decoder))) {
+        st = sp_err_set(err, SP_E_NOMEM, "JPEG XR: out of memory for the decoder");
+    } else if (Failed(decoder->Initialize(decoder, stream)) ||
+               (decoder->WMP.wmiSCP.uAlphaMode = decoder->WMP.bHasAlpha ? 2 : 0, false) ||
+               Failed(decoder->GetSize(decoder, &w, &h)) ||
+               Failed(decoder->GetPixelFormat(decoder, &format))) {
+        st = sp_err_set(err, SP_E_CORRUPT, "JPEG XR: not a decodable stream");
+    } else if ((code = format_code(&format)) < 0 || format_bytes(code) == 0) {
+        st = sp_err_set(err, SP_E_UNSUPPORTED,
+                        "JPEG XR: pixel format other than 8-bit grey, BGR or RGB");
+    } else if ((format_bytes(code) == 1) != (samples == 1)) {
+        st = sp_err_set(err, SP_E_CORRUPT, "JPEG XR: %s pixels where %s ones were expected",
+                        format_bytes(code) == 1 ? "grey" : "colour",
+                        samples == 1 ? "grey" : "colour");
+    } else if ((uint32_t)w != width || (uint32_t)h != height) {
+        st = sp_err_set(err, SP_E_CORRUPT, "JPEG XR: the stream is %d x %d, not %u x %u", (int)w,
+                        (int)h, width, height);
+    }
+    const int bpp = format_bytes(code);
+    const size_t pitch = ((size_t)width * (size_t)(bpp > 0 ? bpp : 1) + 15) / 16 * 16;
+    const size_t rows = ((size_t)height + MACROBLOCK - 1) / MACROBLOCK * MACROBLOCK;
+    if (st == SP_OK && (scratch = calloc(rows, pitch)) == NULL) {
+        st =
+            sp_err_set(err, SP_E_NOMEM, "JPEG XR: out of memory for %u x %u pixels", width, height);
+    }
+    if (st == SP_OK) {
+        PKRect rect = {0, 0, w, h};
+        if (Failed(decoder->Copy(decoder, &rect, scratch, (U32)pitch))) {
+            st = sp_err_set(err, SP_E_CORRUPT, "JPEG XR: the stream's data are damaged");
+        }
+    }
+    for (uint32_t y = 0; st == SP_OK && y < height; y++) {
+        const uint8_t *s = scratch + (size_t)y * pitch;
+        uint8_t *d = out + (size_t)y * stride;
+        if (samples == 1) {
+            memcpy(d, s, width);
+            continue;
+        }
+        for (uint32_t x = 0; x < width; x++, s += bpp, d += 3) {
+            if (code == FMT_RGB24) {
+                d[0] = s[2], d[1] = s[1], d[2] = s[0];
+            } else {
+                d[0] = s[0], d[1] = s[1], d[2] = s[2];
+            }
+        }
+    }
+    free(scratch);
+    if (decoder != NULL) {
+        decoder->Release(&decoder);
+    }
+    if (stream != NULL) {
+        stream->Close(&stream);
+    }
+    return st;
+}
