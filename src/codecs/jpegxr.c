@@ -1,10 +1,21 @@
 /* jpegxr.c — JPEG XR (ITU-T T.832) streams through jxrlib (Debian libjxr-dev), as Zeiss CZI
  * subblocks store them: 8-bit grey, BGR or RGB (24 or 32 bits a pixel) decoded into a
  * caller's buffer as grey or BGR bytes (see codec.h). jxrlib's headers stay in this file: their
- * Windows-style types and macros must not reach the rest of the library. */
+ * Windows-style types and macros must not reach the rest of the library.
+ *
+ * jxrlib does not survive damaged streams (fuzz/fuzz_czi.c crashed it within a few hundred
+ * inputs: wild reads in DecodeSignificantRun), and a file's bytes are untrusted. So each stream
+ * is decoded in a child process forked for it, into memory shared with the parent; a child that
+ * dies (a signal, a bad exit) makes the subblock corrupt, never the caller's process. The
+ * child only decodes, allocates (glibc's malloc is fork-safe) and calls _exit.
+ */
 #include <JXRGlue.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "codecs/codec.h"
 
@@ -38,12 +49,9 @@ static int format_bytes(int code) {
     }
 }
 
-sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_t height,
+/* The decode itself (in the child). */
+static sp_status decode(const uint8_t *data, size_t len, uint32_t width, uint32_t height,
                         unsigned samples, uint8_t *out, size_t stride, sp_err *err) {
-    if (data == NULL || out == NULL || (samples != 1 && samples != 3) || width == 0 ||
-        height == 0) {
-        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG XR: bad arguments");
-    }
     struct WMPStream *stream = NULL;
     PKImageDecode *decoder = NULL;
     uint8_t *scratch = NULL;
@@ -105,5 +113,59 @@ sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_
     if (stream != NULL) {
         stream->Close(&stream);
     }
+    return st;
+}
+
+/* What the child hands back, before the pixels in the shared mapping. */
+typedef struct jxr_result {
+    sp_err err;
+    sp_status status;
+} jxr_result;
+
+sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_t height,
+                        unsigned samples, uint8_t *out, size_t stride, sp_err *err) {
+    if (data == NULL || out == NULL || (samples != 1 && samples != 3) || width == 0 ||
+        height == 0 || stride < (size_t)width * samples) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "JPEG XR: bad arguments");
+    }
+    const size_t head = (sizeof(jxr_result) + 63) / 64 * 64;
+    const size_t pixels = (size_t)height * stride;
+    void *shared =
+        mmap(NULL, head + pixels, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) {
+        return sp_err_set(err, SP_E_NOMEM, "JPEG XR: out of memory for %u x %u pixels", width,
+                          height);
+    }
+    jxr_result *result = shared;
+    result->status = SP_E_CORRUPT;
+    pid_t child = fork();
+    if (child == 0) {
+        sp_err child_err = {0};
+        result->status =
+            decode(data, len, width, height, samples, (uint8_t *)shared + head, stride, &child_err);
+        result->err = child_err;
+        _exit(0);
+    }
+    sp_status st = SP_OK;
+    int how = 0;
+    pid_t waited = -1;
+    if (child < 0) {
+        st = sp_err_set(err, SP_E_IO, "JPEG XR: cannot start the decoding process");
+    } else {
+        while ((waited = waitpid(child, &how, 0)) < 0 && errno == EINTR) {
+        }
+    }
+    if (st == SP_OK && (waited != child || !WIFEXITED(how) || WEXITSTATUS(how) != 0)) {
+        st = sp_err_set(err, SP_E_CORRUPT, "JPEG XR: the decoder failed on a damaged stream%s",
+                        waited == child && WIFSIGNALED(how) ? " (it crashed)" : "");
+    } else if (st == SP_OK && result->status != SP_OK) {
+        st = sp_err_set(err, result->status, "%s", result->err.msg);
+    } else if (st == SP_OK) {
+        for (uint32_t y = 0; y < height; y++) {
+            memcpy(out + (size_t)y * stride, (uint8_t *)shared + head + (size_t)y * stride,
+                   (size_t)width * samples);
+        }
+    }
+    munmap(shared, head + pixels);
     return st;
 }

@@ -530,7 +530,9 @@ static sp_status build_image(czi_image *im, const sp_limits *limits, const int64
     for (size_t i = 0; i < n_order; i++) {
         sorted[i] = (czi_sorted){im->file.entries[order[i]].start[SP_CZI_S], order[i]};
     }
-    qsort(sorted, n_order, sizeof *sorted, by_key);
+    if (n_order > 1) {
+        qsort(sorted, n_order, sizeof *sorted, by_key);
+    }
     int64_t common = INT64_MAX, most = 0;
     for (size_t i = 0; i < n_order; i++) {
         int64_t d = entry_downsample(&im->file.entries[sorted[i].entry]);
@@ -543,7 +545,9 @@ static sp_status build_image(czi_image *im, const sp_limits *limits, const int64
     for (size_t i = 0; i < n_order; i++) {
         sorted[i] = (czi_sorted){im->file.entries[order[i]].start[SP_CZI_M], order[i]};
     }
-    qsort(sorted, n_order, sizeof *sorted, by_key);
+    if (n_order > 1) {
+        qsort(sorted, n_order, sizeof *sorted, by_key);
+    }
     for (size_t i = 0; i < n_order; i++) {
         order[i] = sorted[i].entry;
     }
@@ -795,14 +799,18 @@ static void flatten(flattener *f, xmlNode *node, const char *name) {
             k++;
         }
     }
-    qsort(kids, n, sizeof *kids, by_name);
+    if (n > 1) {
+        qsort(kids, n, sizeof *kids, by_name);
+    }
     for (size_t i = 0; i + 1 < n; i++) {
         if (kids[i].name != NULL && kids[i + 1].name != NULL &&
             xmlStrEqual(kids[i].name, kids[i + 1].name)) {
             kids[i].repeated = kids[i + 1].repeated = true;
         }
     }
-    qsort(kids, n, sizeof *kids, by_position);
+    if (n > 1) {
+        qsort(kids, n, sizeof *kids, by_position);
+    }
     k = 0;
     for (xmlNode *child = node->children; f->st == SP_OK && child != NULL; child = child->next) {
         if (xmlNodeIsText(child)) {
