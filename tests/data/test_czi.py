@@ -355,6 +355,25 @@ def test_spoiled_jpeg_xr_fails_cleanly(tmp_path, run):
     vendor_checks.assert_one_line_error(proc, path, "JPEG XR")
 
 
+def test_jpeg_xr_that_crashes_jxrlib_fails_cleanly(tmp_path, run):
+    """The fuzz target's first find: two bytes changed in a JPEG XR stream make jxrlib read
+    wild memory (SIGSEGV in DecodeSignificantRun). The decode runs in a child process, so the
+    read ends in exit 1 and one line, not a crash."""
+    bgr = np.random.default_rng(27).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    sbs = cw.tiles(bgr, 32, compression=cw.JPEGXR, quality=0.8)  # as the fuzz seed
+    stream = bytearray(cw._encode(sbs[1]))
+    stream[479], stream[1609] = 39, 40
+    sbs[1].payload = bytes(stream)
+    path = cw.write_czi(tmp_path / "crash.czi", sbs, cw.metadata_xml(64, 48, None, None))
+    proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width", 64,
+                "--height", 48, "-o", tmp_path / "r.rgba"], check_sanitizer=False)
+    # Under ASan the child reports its SEGV on stderr before it exits: the last line is ours.
+    last = proc.stderr.splitlines()[-1] if proc.stderr else ""
+    assert proc.returncode == 1 and last.startswith("slidepipe: "), proc.stderr
+    assert str(path) in last and "JPEG XR" in last, last
+    print("jxrlib on the mutated stream:", last)
+
+
 def test_jpeg_xr_of_16_bit_pixels_is_refused(tmp_path, run):
     sbs = cw.tiles(np.zeros((64, 64, 3), np.uint8), 64)
     sbs[0].compression, sbs[0].pixel_type, sbs[0].payload = cw.JPEGXR, 4, b"\0" * 64
