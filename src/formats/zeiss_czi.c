@@ -3,22 +3,25 @@
  * zeiss_czi_dir.c reads the segments; this file builds the levels and paints pixels.
  *
  * Every subblock covers width x height pixels of level 0 from (X, Y) and stores them as
- * stored_width x stored_height pixels: their ratio is its downsample, and the subblocks of one
- * downsample make one level, placed at ((X - min X) / downsample, (Y - min Y) / downsample),
- * where min X, min Y are the top-left of level 0's subblocks (so coordinates start at 0, as
- * OpenSlide 4 places them). A level is W0 / downsample by H0 / downsample pixels (level 0's
- * bounding box divided, rounded down). Slidepipe reads a level as a regular grid of tiles (the
- * level's largest stored subblock, 256 to 2048 pixels) and paints each from the subblocks that
- * meet it, in directory order, later ones on top; where none lies the tile stays transparent,
- * as in OpenSlide. Pixel types Gray8, Bgr24, Bgr48 (the high bytes) and Bgra32 (its fourth
- * byte is not alpha: the pixels are opaque), compressed none, JPEG, JPEG XR (Gray8 and Bgr24,
- * through jxrlib: codecs/jpegxr.c), zstd0 or zstd1 (its header and hi/lo byte packing, which only
- * 16-bit pixels use); LZW subblocks and other pixel types are refused when the slide opens. The Z,
- * C and T dimensions are the slide's planes (numbered from each one's lowest start); scenes (S) and
- * mosaic tiles (M) all belong to the one image. The metadata XML gives the MPP
- * (Scaling/Items/Distance, metres per pixel) and the objective power (the objective's
- * NominalMagnification); the attachments "Label", "SlidePreview" and "Thumbnail" become the
- * associated images label, macro and thumbnail, each a JPEG or an embedded CZI image.
+ * stored_width x stored_height pixels: their ratio along X, rounded, is its downsample, and the
+ * subblocks of one downsample make one level, placed at ((X - min X) / downsample,
+ * (Y - min Y) / downsample) rounded down, where min X, min Y are the top-left of all subblocks
+ * (so coordinates start at 0, as OpenSlide 4 places them). Level 0 is the metadata's SizeX x
+ * SizeY (else the full-resolution subblocks' bounding box) and a lower level that size divided
+ * by its downsample, rounded down; a downsample that some scene lacks is left out (as OpenSlide
+ * 4). Slidepipe reads a level as a regular grid of tiles (the level's largest stored subblock,
+ * 256 to 2048 pixels) and paints each from the subblocks that meet it, the highest mosaic index
+ * (M) on top, then the later in the directory (as libCZI draws them); where none lies the tile
+ * stays transparent, as in OpenSlide. Pixel types Gray8, Bgr24, Bgr48 (the high bytes) and
+ * Bgra32 (its fourth byte is not alpha: the pixels are opaque), compressed none, JPEG, JPEG XR
+ * (Gray8 and Bgr24, through jxrlib: codecs/jpegxr.c), zstd0 or zstd1 (its header and hi/lo byte
+ * packing, which only 16-bit pixels use); LZW subblocks and other pixel types are refused when
+ * the slide opens. The Z, C and T dimensions are the slide's planes (numbered from each one's
+ * lowest start); scenes (S) all belong to the one image. The metadata XML's sections become
+ * zeiss.* properties as OpenSlide 4 flattens them, and give the MPP (Scaling/Items/Distance,
+ * metres per pixel) and the objective power (the NominalMagnification of the objective the
+ * image's ObjectiveSettings name); the attachments "Label", "SlidePreview" and "Thumbnail" become
+ * the associated images label, macro and thumbnail, each a JPEG or an embedded CZI image.
  * docs/formats.md says what is read and what is refused.
  */
 #include <math.h>
@@ -39,7 +42,7 @@ typedef struct czi_level {
     int64_t downsample;
     int64_t width, height, tile_w, tile_h, across, down;
     int64_t *first; /* across * down + 1 offsets into items: the subblocks meeting each tile */
-    int32_t *items; /* entry numbers, in directory order within a tile */
+    int32_t *items; /* entry numbers, in drawing order within a tile */
 } czi_level;
 
 /* One image: the slide itself, or an embedded CZI attachment. */
