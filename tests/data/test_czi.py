@@ -374,6 +374,24 @@ def test_jpeg_xr_that_crashes_jxrlib_fails_cleanly(tmp_path, run):
     print("jxrlib on the mutated stream:", last)
 
 
+def test_jpeg_xr_with_children_reaped_by_the_host(testdata, tmp_path, sp):
+    """A host that ignores SIGCHLD (inherited across exec) leaves the decoding child to the
+    kernel, so waitpid finds none: the child's own mark then says whether it got through."""
+    import signal
+    import subprocess
+
+    bgr = _bgr(_he(testdata, 300, 200))
+    good = cw.write_czi(tmp_path / "good.czi", cw.tiles(bgr, TILE, compression=cw.JPEGXR),
+                        cw.metadata_xml(300, 200, None, None))
+    out = tmp_path / "r.rgba"
+    args = ["region", good, "--level", 0, "--x", 0, "--y", 0, "--width", 300, "--height", 200,
+            "-o", out]
+    proc = subprocess.run([str(sp.binary), *map(str, args)], capture_output=True, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+    assert proc.returncode == 0, proc.stderr
+    assert np.array_equal(np.fromfile(out, np.uint8).reshape(200, 300, 4), _rgba(bgr))
+
+
 def test_jpeg_xr_of_16_bit_pixels_is_refused(tmp_path, run):
     sbs = cw.tiles(np.zeros((64, 64, 3), np.uint8), 64)
     sbs[0].compression, sbs[0].pixel_type, sbs[0].payload = cw.JPEGXR, 4, b"\0" * 64
