@@ -3,7 +3,9 @@
  * memory, then every level's first tiles, a region across tile borders, the far edge and the
  * small associated images (JPEG or embedded CZI) are read; a slide with several planes is opened
  * and read once more at its last plane. The seeds are not committed: scripts/fuzz-smoke writes
- * them with tests/data/czi_writer.py (--seeds) into its scratch corpus. */
+ * them with tests/data/czi_writer.py (--seeds) into its scratch corpus. JPEG XR streams are
+ * decoded in a child process (src/codecs/jpegxr.c): jxrlib crashing there on a mutated stream
+ * is expected and silent (the child dies by its signal); a crash of this process is a finding. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>

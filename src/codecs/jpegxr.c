@@ -11,6 +11,7 @@
  */
 #include <JXRGlue.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -141,6 +142,12 @@ sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_
     result->status = SP_E_CORRUPT;
     pid_t child = fork();
     if (child == 0) {
+        /* A crash in jxrlib ends the child by its signal, quietly: not through the handlers
+         * inherited from the host (a sanitizer's or a fuzzer's report, an application's own). */
+        static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (size_t i = 0; i < sizeof FATAL / sizeof *FATAL; i++) {
+            signal(FATAL[i], SIG_DFL);
+        }
         sp_err child_err = {0};
         result->status =
             decode(data, len, width, height, samples, (uint8_t *)shared + head, stride, &child_err);

@@ -366,12 +366,10 @@ def test_jpeg_xr_that_crashes_jxrlib_fails_cleanly(tmp_path, run):
     sbs[1].payload = bytes(stream)
     path = cw.write_czi(tmp_path / "crash.czi", sbs, cw.metadata_xml(64, 48, None, None))
     proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width", 64,
-                "--height", 48, "-o", tmp_path / "r.rgba"], check_sanitizer=False)
-    # Under ASan the child reports its SEGV on stderr before it exits: the last line is ours.
-    last = proc.stderr.splitlines()[-1] if proc.stderr else ""
-    assert proc.returncode == 1 and last.startswith("slidepipe: "), proc.stderr
-    assert str(path) in last and "JPEG XR" in last, last
-    print("jxrlib on the mutated stream:", last)
+                "--height", 48, "-o", tmp_path / "r.rgba"])
+    # The child dies by its signal quietly (no sanitizer report, also under ASan).
+    vendor_checks.assert_one_line_error(proc, path, "JPEG XR: the decoder failed")
+    print("jxrlib on the mutated stream:", proc.stderr.strip())
 
 
 def test_jpeg_xr_with_children_reaped_by_the_host(testdata, tmp_path, sp):
