@@ -77,6 +77,9 @@ sp_status sp_j2k_decode_area(const uint8_t *data, size_t len, sp_jpeg_space spac
 sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_t height,
                         unsigned samples, uint8_t *out, size_t stride, sp_err *err);
 
+/* Whether the build has jxrlib (else sp_jxr_decode answers SP_E_UNSUPPORTED). */
+bool sp_jxr_available(void);
+
 /* TIFF LZW (MSB-first codes, early change). Writes at most out_len bytes; *written says how
  * many. Output longer than out_len is cut (as libtiff does); a stream ending early is accepted
  * and reported through *written. */

@@ -7,8 +7,27 @@
  * inputs: wild reads in DecodeSignificantRun), and a file's bytes are untrusted. So each stream
  * is decoded in a child process forked for it, into memory shared with the parent; a child that
  * dies (a signal, a bad exit) makes the subblock corrupt, never the caller's process. The
- * child only decodes, allocates (glibc's malloc is fork-safe) and calls _exit.
+ * child only decodes, allocates (glibc's malloc is fork-safe) and calls _exit. Built without
+ * jxrlib (SP_WITH_JXR unset: CMakeLists.txt), the decoder refuses every stream, naming it.
  */
+#include "codecs/codec.h"
+
+#ifndef SP_WITH_JXR
+
+bool sp_jxr_available(void) {
+    return false;
+}
+
+sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_t height,
+                        unsigned samples, uint8_t *out, size_t stride, sp_err *err) {
+    (void)data, (void)len, (void)width, (void)height, (void)samples, (void)out, (void)stride;
+    return sp_err_set(err, SP_E_UNSUPPORTED,
+                      "JPEG XR subblocks are not supported: slidepipe was built without jxrlib "
+                      "(Debian libjxr-dev)");
+}
+
+#else
+
 #include <JXRGlue.h>
 #include <errno.h>
 #include <signal.h>
@@ -17,8 +36,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include "codecs/codec.h"
 
 /* jxrlib writes whole macroblock rows: the scratch image is padded to them. */
 #define MACROBLOCK 16
@@ -183,3 +200,9 @@ sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_
     munmap(shared, head + pixels);
     return st;
 }
+
+bool sp_jxr_available(void) {
+    return true;
+}
+
+#endif

@@ -118,6 +118,11 @@ static sp_status check_entry(const sp_czi_entry *e, const sp_limits *limits, sp_
     case SP_CZI_ZSTD0:
     case SP_CZI_ZSTD1: break;
     case SP_CZI_JPEGXR:
+        if (!sp_jxr_available()) {
+            return sp_err_set(err, SP_E_UNSUPPORTED,
+                              "JPEG XR subblocks are not supported: slidepipe was built without "
+                              "jxrlib (Debian libjxr-dev)");
+        }
         if (e->pixel_type != SP_CZI_PIXEL_BGR24 && e->pixel_type != SP_CZI_PIXEL_GRAY8) {
             return sp_err_set(err, SP_E_UNSUPPORTED,
                               "JPEG XR subblocks of pixel type %s are not supported (Gray8 and "

@@ -327,7 +327,34 @@ def test_spoiled_subblock_fails_cleanly(testdata, tmp_path, run):
     vendor_checks.assert_one_line_error(proc, path, "Zstandard")
 
 
-def test_jpeg_xr_equals_libczis(testdata, tmp_path, read_region, assert_same_pixels):
+@pytest.fixture(scope="module")
+def jxr_built(tmp_path_factory, run):
+    """Skips, saying why, when this slidepipe was built without jxrlib (libjxr-dev is optional:
+    such a build refuses JPEG XR subblocks, which test_jpeg_xr_refused_without_jxrlib checks)."""
+    sbs = cw.tiles(np.zeros((16, 16, 3), np.uint8), 16, compression=cw.JPEGXR)
+    path = cw.write_czi(tmp_path_factory.mktemp("czi-jxr") / "probe.czi", sbs,
+                        cw.metadata_xml(16, 16, None, None))
+    proc = run(["info", path])
+    if "built without jxrlib" in proc.stderr:
+        print("slidepipe was built without jxrlib (libjxr-dev): JPEG XR decoding not tested")
+        pytest.skip("slidepipe was built without jxrlib (libjxr-dev)")
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+def test_jpeg_xr_refused_without_jxrlib(tmp_path, run, info):
+    """With jxrlib the probe opens as a JPEG XR level; without it the open fails with one line
+    naming the file."""
+    sbs = cw.tiles(np.zeros((16, 16, 3), np.uint8), 16, compression=cw.JPEGXR)
+    path = cw.write_czi(tmp_path / "probe.czi", sbs, cw.metadata_xml(16, 16, None, None))
+    proc = run(["info", path])
+    if proc.returncode != 0:
+        vendor_checks.assert_one_line_error(proc, path, "JPEG XR subblocks are not supported")
+    else:
+        assert info(path)["levels"][0]["compression"] == "jpegxr"
+
+
+def test_jpeg_xr_equals_libczis(jxr_built, testdata, tmp_path, read_region, assert_same_pixels):
     """JPEG XR subblocks (compression 4, what Zeiss scanners mostly write; OpenSlide 4.0.1
     refuses them), lossy and lossless, Bgr24 and Gray8, decoded through jxrlib: equal to
     pylibCZIrw's reads (libCZI's own JPEG XR decoder)."""
@@ -346,7 +373,7 @@ def test_jpeg_xr_equals_libczis(testdata, tmp_path, read_region, assert_same_pix
         assert_same_pixels(read_region(path, 0, 0, 0, 400, 300), _rgba(want), f"JPEG XR {name}")
 
 
-def test_spoiled_jpeg_xr_fails_cleanly(tmp_path, run):
+def test_spoiled_jpeg_xr_fails_cleanly(jxr_built, tmp_path, run):
     sbs = cw.tiles(np.zeros((64, 64, 3), np.uint8), 64)
     sbs[0].compression, sbs[0].payload = cw.JPEGXR, b"WMPHOTO\0" + b"\0" * 32
     path = cw.write_czi(tmp_path / "jxr.czi", sbs, cw.metadata_xml(64, 64, None, None))
@@ -355,7 +382,7 @@ def test_spoiled_jpeg_xr_fails_cleanly(tmp_path, run):
     vendor_checks.assert_one_line_error(proc, path, "JPEG XR")
 
 
-def test_jpeg_xr_that_crashes_jxrlib_fails_cleanly(tmp_path, run):
+def test_jpeg_xr_that_crashes_jxrlib_fails_cleanly(jxr_built, tmp_path, run):
     """The fuzz target's first find: two bytes changed in a JPEG XR stream make jxrlib read
     wild memory (SIGSEGV in DecodeSignificantRun). The decode runs in a child process, so the
     read ends in exit 1 and one line, not a crash."""
@@ -372,7 +399,7 @@ def test_jpeg_xr_that_crashes_jxrlib_fails_cleanly(tmp_path, run):
     print("jxrlib on the mutated stream:", proc.stderr.strip())
 
 
-def test_jpeg_xr_with_children_reaped_by_the_host(testdata, tmp_path, sp):
+def test_jpeg_xr_with_children_reaped_by_the_host(jxr_built, testdata, tmp_path, sp):
     """A host that ignores SIGCHLD (inherited across exec) leaves the decoding child to the
     kernel, so waitpid finds none: the child's own mark then says whether it got through."""
     import signal
@@ -390,7 +417,7 @@ def test_jpeg_xr_with_children_reaped_by_the_host(testdata, tmp_path, sp):
     assert np.array_equal(np.fromfile(out, np.uint8).reshape(200, 300, 4), _rgba(bgr))
 
 
-def test_jpeg_xr_of_16_bit_pixels_is_refused(tmp_path, run):
+def test_jpeg_xr_of_16_bit_pixels_is_refused(jxr_built, tmp_path, run):
     sbs = cw.tiles(np.zeros((64, 64, 3), np.uint8), 64)
     sbs[0].compression, sbs[0].pixel_type, sbs[0].payload = cw.JPEGXR, 4, b"\0" * 64
     path = cw.write_czi(tmp_path / "jxr48.czi", sbs, cw.metadata_xml(64, 64, None, None))
