@@ -6,8 +6,9 @@
  * jxrlib does not survive damaged streams (fuzz/fuzz_czi.c crashed it within a few hundred
  * inputs: wild reads in DecodeSignificantRun), and a file's bytes are untrusted. So each stream
  * is decoded in a child process forked for it, into memory shared with the parent; a child that
- * dies (a signal, a bad exit) makes the subblock corrupt, never the caller's process. The
- * child only decodes, allocates (glibc's malloc is fork-safe) and calls _exit. Built without
+ * dies (a signal, a bad exit, CPU_SECONDS of CPU spent) makes the subblock corrupt, never the
+ * caller's process, and a stream that loops cannot hang the read. The child only decodes,
+ * allocates (glibc's malloc is fork-safe) and calls _exit. Built without
  * jxrlib (SP_WITH_JXR unset: CMakeLists.txt), the decoder refuses every stream, naming it.
  */
 #include "codecs/codec.h"
@@ -34,8 +35,12 @@ sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The CPU time a child may spend on one stream before the kernel stops it. */
+#define CPU_SECONDS 20
 
 /* jxrlib writes whole macroblock rows: the scratch image is padded to them. */
 #define MACROBLOCK 16
@@ -165,6 +170,12 @@ sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_
         for (size_t i = 0; i < sizeof FATAL / sizeof *FATAL; i++) {
             signal(FATAL[i], SIG_DFL);
         }
+        /* A stream that sends the decoder round in circles ends too: a subblock takes well
+         * under a second of CPU; past CPU_SECONDS the kernel stops the child (SIGXCPU, then
+         * SIGKILL a second later), and the read fails as for a crash. */
+        struct rlimit cpu = {CPU_SECONDS, CPU_SECONDS + 1};
+        setrlimit(RLIMIT_CPU, &cpu);
+        signal(SIGXCPU, SIG_DFL);
         sp_err child_err = {0};
         result->status =
             decode(data, len, width, height, samples, (uint8_t *)shared + head, stride, &child_err);
