@@ -9,7 +9,7 @@ TSAN_TESTS ?= test_tile_cache test_batch test_api test_ops test_spectrum_stats t
 VENV       ?= .venv
 JOBS       ?= $(shell nproc)
 PYTHON     ?= python3
-FUZZ_SECONDS ?= 10
+FUZZ_SECONDS ?= 7
 # The Python binding is built for the interpreter that makes the test venv.
 PYTHON_HINT = -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
 

@@ -70,6 +70,16 @@ sp_status sp_j2k_decode_area(const uint8_t *data, size_t len, sp_jpeg_space spac
                              size_t stride, uint64_t *image_width, uint64_t *image_height,
                              sp_err *err);
 
+/* Decode a JPEG XR stream (jxrlib) of 8-bit pixels (grey, or BGR/RGB in 24 or 32 bits, the
+ * fourth byte dropped) into `out` (rows of `stride` bytes) as grey (samples 1) or B, G, R bytes
+ * (samples 3), the order CZI's Gray8 and Bgr24 store. The stream must be width x height and
+ * grey exactly when samples is 1, else SP_E_CORRUPT; other pixel formats are SP_E_UNSUPPORTED. */
+sp_status sp_jxr_decode(const uint8_t *data, size_t len, uint32_t width, uint32_t height,
+                        unsigned samples, uint8_t *out, size_t stride, sp_err *err);
+
+/* Whether the build has jxrlib (else sp_jxr_decode answers SP_E_UNSUPPORTED). */
+bool sp_jxr_available(void);
+
 /* TIFF LZW (MSB-first codes, early change). Writes at most out_len bytes; *written says how
  * many. Output longer than out_len is cut (as libtiff does); a stream ending early is accepted
  * and reported through *written. */

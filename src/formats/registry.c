@@ -12,6 +12,7 @@ extern const sp_format sp_format_sakura_svslide;
 extern const sp_format sp_format_ome_zarr;
 extern const sp_format sp_format_generic_tiff;
 extern const sp_format sp_format_mirax;
+extern const sp_format sp_format_zeiss_czi;
 
 const sp_format *const sp_formats[] = {
     &sp_format_hamamatsu_ndpi,
@@ -25,5 +26,6 @@ const sp_format *const sp_formats[] = {
     &sp_format_ome_zarr,
     &sp_format_generic_tiff,
     &sp_format_mirax,
+    &sp_format_zeiss_czi,
     NULL,
 };
