@@ -83,18 +83,18 @@ static sp_status open_data_file(const char *path, uint64_t expected, sp_source *
 }
 
 /* The file at `path` taken from the files a remote store's slide sent for ahead of their reads
- * (`kept`, NULL for none) as a source over its bytes (*owned, to free after the source), or
+ * (`kept`, NULL for none) as a source over its bytes (*shared, to release after the source), or
  * *absent; false when nothing was kept for it. */
-static bool take_kept(sp_store_prefetch *kept, const char *path, sp_source **src, uint8_t **owned,
-                      bool *absent) {
+static bool take_kept(sp_store_prefetch *kept, const char *path, sp_source **src,
+                      const uint8_t **shared, bool *absent) {
     uint64_t n = 0;
     sp_err ignored = {0};
-    if (kept == NULL || !sp_store_prefetch_take(kept, path, owned, &n, absent)) {
+    if (kept == NULL || !sp_store_prefetch_take(kept, path, shared, &n, absent)) {
         return false;
     }
-    if (!*absent && sp_source_open_memory(*owned, (size_t)n, path, src, &ignored) != SP_OK) {
-        free(*owned);
-        *owned = NULL;
+    if (!*absent && sp_source_open_memory(*shared, (size_t)n, path, src, &ignored) != SP_OK) {
+        sp_store_bytes_release(*shared);
+        *shared = NULL;
         return false;
     }
     return true;
@@ -111,9 +111,9 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         *missing = false;
     }
     sp_source *src = NULL;
-    uint8_t *owned = NULL;
+    const uint8_t *shared = NULL;
     bool absent = false;
-    sp_status st = take_kept(kept, path, &src, &owned, &absent)
+    sp_status st = take_kept(kept, path, &src, &shared, &absent)
                        ? SP_OK
                        : sp_store_open(path, 0, &src, &absent, err);
     if (st == SP_OK && absent) {
@@ -124,7 +124,7 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         st = sp_err_set(err, SP_E_CORRUPT, "%s is missing", what);
     }
     if (st != SP_OK) {
-        free(owned);
+        sp_store_bytes_release(shared);
         return st;
     }
     uint64_t size = sp_source_size(src);
@@ -140,7 +140,7 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         st = sp_source_read(src, 0, text, (size_t)size, err);
     }
     sp_source_close(src);
-    free(owned);
+    sp_store_bytes_release(shared);
     if (st != SP_OK) {
         free(text);
         return st;
@@ -538,11 +538,17 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
         return st;
     }
     where_of(where, sizeof where, a->label, key);
-    uint8_t *bytes = NULL;
+    uint8_t *bytes = NULL;        /* read here */
+    const uint8_t *shared = NULL; /* from the slide's table of files in flight */
     uint64_t n = 0;
     bool missing = false;
-    if (!m->sharded && z->prefetched != NULL &&
-        sp_store_prefetch_take(z->prefetched, path, &bytes, &n, &missing)) {
+    if (!m->sharded && z->prefetched != NULL) {
+        /* Through the slide's table of files in flight: one request however many threads
+         * need the chunk at once. */
+        const uint64_t most = (uint64_t)64 << 20;
+        uint64_t expected = chunk_file_guess(m);
+        st = sp_store_prefetch_get(z->prefetched, path, (size_t)(expected < most ? expected : most),
+                                   &shared, &n, &missing, err);
         free(path);
     } else if (!m->sharded) {
         sp_source *src = NULL;
@@ -583,10 +589,11 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
         if (missing) {
             fill_chunk(m, chunk);
         } else {
-            st = decode_chunk(a, where, bytes, n, chunk, err);
+            st = decode_chunk(a, where, shared != NULL ? shared : bytes, n, chunk, err);
         }
     }
     free(bytes);
+    sp_store_bytes_release(shared);
     return st;
 }
 

@@ -9,6 +9,13 @@
  * kept, and its read fetches it again and reports the failure. A file that does not exist is
  * kept as missing, which is what its read would learn. Nothing is sent ahead where requests
  * answer within a millisecond (sp_http_prefetch_pays), except a store's metadata at its opening.
+ *
+ * The same table is the slide's table of files in flight: a reader that needs a file nobody has
+ * sent for claims it there and fetches it itself (sp_store_prefetch_get), so that two threads,
+ * or two regions of one batch, needing the same chunk at once make one request: the others wait
+ * for it and get its bytes, or its error. A fetch always settles its place, so a failed one
+ * wakes its waiters with the failure (after the HTTP layer's own retries) instead of leaving
+ * them waiting; with every place of the table waited for, a reader fetches unshared.
  */
 #ifndef SP_IO_STORE_PREFETCH_H
 #define SP_IO_STORE_PREFETCH_H
@@ -43,10 +50,20 @@ void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, 
  * its way: true with *missing set, the file staying kept; false when nothing is kept for it. */
 bool sp_store_prefetch_peek(sp_store_prefetch *p, const char *path, bool *missing);
 
-/* Take the kept file at `path`, waiting for it if it is on its way: true with its bytes (*bytes,
- * malloc'd, the caller's to free; *len) or *missing set; false when nothing is kept for it (or
- * its fetch failed). */
-bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, uint8_t **bytes,
+/* Fetch the file at `path` whole (about `expected` bytes) through the table: when it is kept or
+ * on its way, wait for it; otherwise claim it, fetch it on this thread and share the result with
+ * whoever came to wait meanwhile. Gives its bytes (*bytes, shared: release them with
+ * sp_store_bytes_release; *len), or *missing set, or the fetch's error. */
+sp_status sp_store_prefetch_get(sp_store_prefetch *p, const char *path, size_t expected,
+                                const uint8_t **bytes, uint64_t *len, bool *missing, sp_err *err);
+
+/* Let go of bytes from sp_store_prefetch_get or _take; NULL is accepted. */
+void sp_store_bytes_release(const uint8_t *bytes);
+
+/* The kept file at `path`, waiting for it if it is on its way: true with its bytes (*bytes,
+ * shared: release them with sp_store_bytes_release; *len) or *missing set; false when nothing is
+ * kept for it (or its fetch failed). */
+bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, const uint8_t **bytes,
                             uint64_t *len, bool *missing);
 
 #endif
