@@ -36,6 +36,7 @@
 #include "formats/zarr_meta.h"
 #include "formats/zarr_recent.h"
 #include "formats/zarr_shards.h"
+#include "io/http_source.h"
 #include "io/store.h"
 #include "io/store_prefetch.h"
 #include "zarr/zarr_codec.h"
@@ -212,6 +213,50 @@ static bool has_file(sp_store_prefetch *kept, const char *dir, const char *name)
     return known ? !missing : sp_store_has_file(dir, name);
 }
 
+/* What opening guesses a remote store holds: with the root's node files it sends for the array
+ * metadata of levels "0" to "GUESSED_LEVELS - 1" and of slidepipe's associated images
+ * ("associated/label", ...), each in both formats (0/.zarray and 0/zarr.json, ...), and the
+ * completion marker, in the same wave. Most stores name their levels so (slidepipe's,
+ * zarr-python's, ome-zarr-py's), and the group then confirms the guesses, so opening waits one
+ * round trip, not two. A guess the group does not name costs a request answered 404 and is
+ * never read; levels past the guesses, other associated images and stores laid out otherwise
+ * are sent for once the group is read, as before. Guesses go out only where they pay
+ * (sp_http_guessing_pays): on a server that answers within a millisecond, the files are read
+ * one after another as they are needed. */
+#define GUESSED_LEVELS 10
+static const char *const GUESSED_ASSOCIATED[] = {"associated/label", "associated/macro",
+                                                 "associated/thumbnail"};
+enum { GUESSED_ARRAYS = GUESSED_LEVELS + sizeof GUESSED_ASSOCIATED / sizeof *GUESSED_ASSOCIATED };
+
+static const char *array_metadata_name(int format);
+
+static void announce_guesses(sp_store_prefetch *kept, const char *root) {
+    char *paths[2 * GUESSED_ARRAYS + 1];
+    size_t n = 0;
+    if (kept == NULL || !sp_http_guessing_pays()) {
+        return;
+    }
+    paths[n] = sp_path_join(root, SP_ZARR_COMPLETE);
+    n += paths[n] != NULL;
+    for (int i = 0; i < GUESSED_ARRAYS; i++) {
+        for (int format = 2; format <= 3; format++) {
+            char name[64];
+            if (i < GUESSED_LEVELS) {
+                snprintf(name, sizeof name, "%d/%s", i, array_metadata_name(format));
+            } else {
+                snprintf(name, sizeof name, "%s/%s", GUESSED_ASSOCIATED[i - GUESSED_LEVELS],
+                         array_metadata_name(format));
+            }
+            paths[n] = sp_path_join(root, name);
+            n += paths[n] != NULL;
+        }
+    }
+    sp_store_prefetch_metadata(kept, (const char *const *)paths, n);
+    for (size_t i = 0; i < n; i++) {
+        free(paths[i]);
+    }
+}
+
 static bool zarr_detect(const sp_probe *p) {
     if (!p->is_directory) {
         return false;
@@ -219,6 +264,7 @@ static bool zarr_detect(const sp_probe *p) {
     char *dir = strip_slashes(p->path);
     if (dir != NULL) {
         announce_node(p->kept, dir);
+        announce_guesses(p->kept, dir);
     }
     /* Any Zarr node is claimed, so that a plain group or array gets a message saying what is
      * missing rather than "not a slide". */

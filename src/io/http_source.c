@@ -335,6 +335,11 @@ bool sp_http_prefetch_pays(void) {
     return atomic_load_explicit(&recent_request_us, memory_order_relaxed) >= PREFETCH_MIN_WAIT_US;
 }
 
+bool sp_http_guessing_pays(void) {
+    uint64_t us = atomic_load_explicit(&recent_request_us, memory_order_relaxed);
+    return us == 0 || us >= PREFETCH_MIN_WAIT_US;
+}
+
 sp_status sp_http_fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open,
                         int attempts, size_t *got, sp_err *err) {
     char range[64];

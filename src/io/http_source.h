@@ -60,6 +60,12 @@ int sp_http_parallel(void);
  * cost. */
 bool sp_http_prefetch_pays(void);
 
+/* Whether requests for files that may not exist (a guess at a store's layout) are worth sending
+ * at once: as sp_http_prefetch_pays, and also before the process has timed any request, where
+ * one round trip saved is worth a few requests answered 404 (a near server answers each in tens
+ * of microseconds). */
+bool sp_http_guessing_pays(void);
+
 /* The <Code> of an S3 error document in `body`, printable, or "" (for messages). */
 void sp_http_s3_error_code(const char *body, char *out, size_t cap);
 

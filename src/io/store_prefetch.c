@@ -266,11 +266,13 @@ static void fetch_one(void *user) {
     release(p);
 }
 
-static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, size_t expected) {
+/* Send for up to `most` (<= 64) of paths[0..n) that are neither kept nor on their way. */
+static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, size_t expected,
+                     int most) {
     if (p->parallel < 2) {
         return;
     }
-    fetch_job *jobs[64]; /* at most p->parallel <= 64 */
+    fetch_job *jobs[64]; /* at most `most` <= 64 */
     size_t count = 0;
     unsigned generation = sp_io_pool_generation();
     pthread_mutex_lock(&p->lock);
@@ -279,7 +281,7 @@ static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, s
             forget_orphan(p, &p->kept[i]);
         }
     }
-    for (size_t i = 0; i < n && count < (size_t)p->parallel; i++) {
+    for (size_t i = 0; i < n && count < (size_t)most; i++) {
         if (find(p, paths[i]) != NULL) {
             continue;
         }
@@ -307,12 +309,12 @@ static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, s
 void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
                              size_t expected) {
     if (sp_http_prefetch_pays()) {
-        send_for(p, paths, n, expected);
+        send_for(p, paths, n, expected, p->parallel);
     }
 }
 
 void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, size_t n) {
-    send_for(p, paths, n, 0);
+    send_for(p, paths, n, 0, 64);
 }
 
 /* The place kept for `path`, or NULL (forgetting one its parent process sent for). Lock held. */

@@ -43,7 +43,8 @@ void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, siz
 
 /* As sp_store_prefetch_files for the few small files that opening a store reads (its metadata),
  * and sent for wherever the server is: the first requests of a process have not been timed yet,
- * and on a near server a handful of requests at once cost next to nothing. */
+ * and on a near server a handful of requests at once cost next to nothing. Up to 64 files an
+ * announcement (SLIDEPIPE_HTTP_PARALLEL=1 still sends none). */
 void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, size_t n);
 
 /* Whether the file at `path` exists, as far as the kept files know, waiting for it if it is on

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -35,8 +36,9 @@ pytestmark = pytest.mark.skipif(not SLIDE.is_file(), reason=f"no shared test dat
 
 class StoreHandler(http.server.BaseHTTPRequestHandler):
     """GET of a file under the server's root, whole or one byte range (206). Counts every GET
-    by path; chunk files (a digit-only name) are held `hold` seconds; the path in `fail` is
-    answered with `fail_status` `fail_times` times first (0: closed without an answer)."""
+    by path, and notes when each path first came and when the first answer went; chunk files (a digit-only name) are held
+    `hold` seconds, other files `hold_metadata`; the path in `fail` is answered with
+    `fail_status` `fail_left` times first (0: closed without an answer)."""
 
     protocol_version = "HTTP/1.1"
 
@@ -45,13 +47,18 @@ class StoreHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
-        path = self.path.split("?", 1)[0]
+        self.answer(srv, self.path.split("?", 1)[0])
+
+    def answer(self, srv, path):
         with srv.lock:
             srv.counts[path] += 1
+            srv.arrived.setdefault(path, time.monotonic())
             failing = path == srv.fail and srv.fail_left > 0
             srv.fail_left -= failing
-        if path.rsplit("/", 1)[-1].isdigit():
-            srv.release.wait(srv.hold)
+        chunk = path.rsplit("/", 1)[-1].isdigit()
+        srv.release.wait(srv.hold if chunk else srv.hold_metadata)
+        with srv.lock:
+            srv.first_answer = srv.first_answer or time.monotonic()
         if failing:
             if srv.fail_status == 0:
                 self.close_connection = True
@@ -108,14 +115,19 @@ def store(run, tmp_path_factory):
     return root
 
 
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 128  # the default 5 drops connections opened at once (a 1 s SYN retry)
+    daemon_threads = True
+
+
 @pytest.fixture
 def server(store):
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StoreHandler)
-    srv.daemon_threads = True
+    srv = Server(("127.0.0.1", 0), StoreHandler)
     srv.root, srv.lock, srv.counts = store, threading.Lock(), Counter()
-    srv.hold, srv.release = 0.0, threading.Event()
+    srv.hold, srv.hold_metadata, srv.release = 0.0, 0.0, threading.Event()
+    srv.arrived, srv.first_answer = {}, None
     srv.fail, srv.fail_left, srv.fail_status = None, 0, 500
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}/s.zarr"
     try:
         yield srv
@@ -198,3 +210,32 @@ def test_a_failed_fetch_reaches_every_waiting_reader(binding, server, store, sta
         else:
             assert isinstance(got, np.ndarray) and np.array_equal(got, want), got
     assert chunk_counts(server)[FIRST] == requests, chunk_counts(server)
+
+
+# The root's node files, the completion marker, and levels 0-9 and three associated images in
+# both formats (src/formats/zarr.c, GUESSED_LEVELS).
+OPEN_MOST = 4 + 1 + 2 * (10 + 3)
+
+
+def test_opening_asks_for_the_group_and_its_levels_at_once(binding, server, store):
+    """Every metadata request is held 0.2 s: opening sends for the group and its level and
+    associated arrays' metadata in one wave (all had come before the first answer went), asks
+    for each file once, at most OPEN_MOST requests, and gives the local open's slide."""
+    root = store / "s.zarr"
+    with binding.open(str(root)) as local:
+        want = (local.properties, [(lv.width, lv.height) for lv in local.levels],
+                local.associated_images)
+    needed = {f"/s.zarr/{p.relative_to(root)}" for p in root.rglob(".zarray")}
+    needed |= {f"/s.zarr/{name}" for name in (".zgroup", ".zattrs", "slidepipe-complete")}
+    assert len(needed) >= 3 + 5 + 3, needed  # the group, 5 levels, 3 associated images
+    server.hold_metadata = 0.2
+    with binding.open(server.url) as slide:
+        got = (slide.properties, [(lv.width, lv.height) for lv in slide.levels],
+               slide.associated_images)
+        counts, arrived, first_answer = dict(server.counts), dict(server.arrived), server.first_answer
+    assert got == want
+    assert needed <= set(counts), sorted(needed - set(counts))
+    assert set(counts.values()) == {1}, counts
+    assert len(counts) <= OPEN_MOST, counts
+    late = sorted(p for p in needed if arrived[p] > first_answer)
+    assert not late, f"asked for after the first answer: {late}"
