@@ -87,14 +87,15 @@ static sp_status open_data_file(const char *path, uint64_t expected, sp_source *
  * (`kept`, NULL for none) as a source over its bytes (*shared, to release after the source), or
  * *absent; false when nothing was kept for it. */
 static bool take_kept(sp_store_prefetch *kept, const char *path, sp_source **src,
-                      const uint8_t **shared, bool *absent) {
-    uint64_t n = 0;
+                      sp_store_file **shared, bool *absent) {
     sp_err ignored = {0};
-    if (kept == NULL || !sp_store_prefetch_take(kept, path, shared, &n, absent)) {
+    if (kept == NULL || !sp_store_prefetch_take(kept, path, shared, absent)) {
         return false;
     }
-    if (!*absent && sp_source_open_memory(*shared, (size_t)n, path, src, &ignored) != SP_OK) {
-        sp_store_bytes_release(*shared);
+    if (!*absent && sp_source_open_memory(sp_store_file_bytes(*shared),
+                                          (size_t)sp_store_file_len(*shared), path, src,
+                                          &ignored) != SP_OK) {
+        sp_store_file_release(*shared);
         *shared = NULL;
         return false;
     }
@@ -112,7 +113,7 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         *missing = false;
     }
     sp_source *src = NULL;
-    const uint8_t *shared = NULL;
+    sp_store_file *shared = NULL;
     bool absent = false;
     sp_status st = take_kept(kept, path, &src, &shared, &absent)
                        ? SP_OK
@@ -125,7 +126,7 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         st = sp_err_set(err, SP_E_CORRUPT, "%s is missing", what);
     }
     if (st != SP_OK) {
-        sp_store_bytes_release(shared);
+        sp_store_file_release(shared);
         return st;
     }
     uint64_t size = sp_source_size(src);
@@ -141,7 +142,7 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         st = sp_source_read(src, 0, text, (size_t)size, err);
     }
     sp_source_close(src);
-    sp_store_bytes_release(shared);
+    sp_store_file_release(shared);
     if (st != SP_OK) {
         free(text);
         return st;
@@ -238,8 +239,8 @@ static void announce_guesses(sp_store_prefetch *kept, const char *root) {
     }
     paths[n] = sp_path_join(root, SP_ZARR_COMPLETE);
     n += paths[n] != NULL;
-    for (int i = 0; i < GUESSED_ARRAYS; i++) {
-        for (int format = 2; format <= 3; format++) {
+    for (int format = 2; format <= 3; format++) { /* v2's first: convert's default */
+        for (int i = 0; i < GUESSED_ARRAYS; i++) {
             char name[64];
             if (i < GUESSED_LEVELS) {
                 snprintf(name, sizeof name, "%d/%s", i, array_metadata_name(format));
@@ -585,7 +586,7 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
     }
     where_of(where, sizeof where, a->label, key);
     uint8_t *bytes = NULL;        /* read here */
-    const uint8_t *shared = NULL; /* from the slide's table of files in flight */
+    sp_store_file *shared = NULL; /* from the slide's table of files in flight */
     uint64_t n = 0;
     bool missing = false;
     if (!m->sharded && z->prefetched != NULL) {
@@ -594,7 +595,8 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
         const uint64_t most = (uint64_t)64 << 20;
         uint64_t expected = chunk_file_guess(m);
         st = sp_store_prefetch_get(z->prefetched, path, (size_t)(expected < most ? expected : most),
-                                   &shared, &n, &missing, err);
+                                   &shared, &missing, err);
+        n = shared != NULL ? sp_store_file_len(shared) : 0;
         free(path);
     } else if (!m->sharded) {
         sp_source *src = NULL;
@@ -635,11 +637,12 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
         if (missing) {
             fill_chunk(m, chunk);
         } else {
-            st = decode_chunk(a, where, shared != NULL ? shared : bytes, n, chunk, err);
+            st = decode_chunk(a, where, shared != NULL ? sp_store_file_bytes(shared) : bytes, n,
+                              chunk, err);
         }
     }
     free(bytes);
-    sp_store_bytes_release(shared);
+    sp_store_file_release(shared);
     return st;
 }
 

@@ -449,7 +449,22 @@ void sp_http_ctx_release(http_ctx *h) {
 /* The source lets go of its object; requests sent ahead and still out keep it until answered. */
 static void http_close(void *ctx) { sp_http_ctx_release(ctx); }
 
-static const sp_source_impl HTTP_IMPL = {sp_http_read_at, http_close, sp_http_prefetch};
+/* The head, when it is the whole object: a Zarr chunk file fetched whole by its opening request
+ * goes to its reader without a copy. Reads after this go to the server (and the block cache). */
+static void *http_take_whole(void *ctx, size_t *len) {
+    http_ctx *h = ctx;
+    if (h->head == NULL || h->head_len != h->size) {
+        return NULL;
+    }
+    void *whole = h->head;
+    *len = h->head_len;
+    h->head = NULL;
+    h->head_len = 0;
+    return whole;
+}
+
+static const sp_source_impl HTTP_IMPL = {sp_http_read_at, http_close, sp_http_prefetch,
+                                         http_take_whole};
 
 int sp_http_parallel(void) {
     const char *v = getenv("SLIDEPIPE_HTTP_PARALLEL");

@@ -21,48 +21,59 @@
 #include "io/io_pool.h"
 #include "io/store.h"
 
-#define KEPT_MAX 64
+#define KEPT_MAX 192
 #define KEPT_BYTES ((uint64_t)64 << 20)
-#define SHARED_HEAD 16 /* a shared buffer's reference count, before its bytes */
+struct sp_store_file {
+    atomic_int refs;
+    uint64_t len;
+    uint8_t *bytes;
+};
 
-/* A new shared buffer of `len` bytes, held once; NULL (err set) past the limits. */
-static uint8_t *shared_alloc(const sp_limits *limits, uint64_t len, sp_err *err) {
-    void *base = NULL;
-    if (len > UINT64_MAX - SHARED_HEAD ||
-        sp_alloc(limits, len + SHARED_HEAD, "compressed chunk", &base, err) != SP_OK) {
-        if (len > UINT64_MAX - SHARED_HEAD) {
-            sp_err_set(err, SP_E_LIMIT, "a file of %llu bytes", (unsigned long long)len);
-        }
+/* A file of `len` bytes (malloc'd, taken over), held once; NULL when out of memory (the bytes
+ * freed). */
+static sp_store_file *file_new(uint8_t *bytes, uint64_t len) {
+    sp_store_file *f = malloc(sizeof *f);
+    if (f == NULL) {
+        free(bytes);
         return NULL;
     }
-    atomic_init((atomic_int *)base, 1);
-    return (uint8_t *)base + SHARED_HEAD;
+    atomic_init(&f->refs, 1);
+    f->len = len;
+    f->bytes = bytes;
+    return f;
 }
 
-static uint8_t *shared_hold(uint8_t *bytes) {
-    atomic_fetch_add((atomic_int *)(void *)(bytes - SHARED_HEAD), 1);
-    return bytes;
+static sp_store_file *file_hold(sp_store_file *f) {
+    atomic_fetch_add(&f->refs, 1);
+    return f;
 }
 
-void sp_store_bytes_release(const uint8_t *bytes) {
-    if (bytes != NULL) {
-        uint8_t *base = (uint8_t *)bytes - SHARED_HEAD;
-        if (atomic_fetch_sub((atomic_int *)(void *)base, 1) == 1) {
-            free(base);
-        }
+void sp_store_file_release(sp_store_file *f) {
+    if (f != NULL && atomic_fetch_sub(&f->refs, 1) == 1) {
+        free(f->bytes);
+        free(f);
     }
+}
+
+const uint8_t *sp_store_file_bytes(const sp_store_file *f) {
+    return f->bytes;
+}
+
+uint64_t sp_store_file_len(const sp_store_file *f) {
+    return f->len;
 }
 
 typedef struct kept_file {
-    char *path; /* NULL: empty slot */
-    uint8_t *bytes;
+    char *path;          /* NULL: empty slot */
+    sp_store_file *file; /* its bytes once it has come; NULL while on its way or missing */
     uint64_t len;
     bool missing, pending;
     bool read;   /* a reader has had it: let go before the files not read yet */
     bool pooled; /* fetched on the pool (holding a reference), not by a reader that claimed it */
-    bool failed; /* the fetch failed: `error` says how, for the readers waiting for it */
+    bool failed; /* the fetch failed: `status` says how, for the readers waiting for it */
     int waiters; /* readers waiting for it: never let go while there are any */
-    sp_err error;
+    sp_status status; /* how it failed, and the message (malloc'd; NULL when out of memory) */
+    char *message;
     unsigned generation; /* sp_io_pool_generation() when it was sent for */
     uint64_t since;
 } kept_file;
@@ -93,7 +104,8 @@ sp_store_prefetch *sp_store_prefetch_new(const sp_limits *limits) {
 static void clear(sp_store_prefetch *p, kept_file *k) {
     p->kept_bytes -= k->len;
     free(k->path);
-    sp_store_bytes_release(k->bytes);
+    free(k->message);
+    sp_store_file_release(k->file);
     *k = (kept_file){0};
 }
 
@@ -196,39 +208,44 @@ typedef struct fetch_job {
     size_t expected;
 } fetch_job;
 
-/* Fetch the file at `path` whole: its bytes (*bytes, a shared buffer held once; *len), or
- * *missing. */
+/* Fetch the file at `path` whole: *file (held once), or *missing. A remote file fetched whole
+ * by its opening request is taken over from the source, not copied. */
 static sp_status fetch_file(const sp_limits *limits, const char *path, size_t expected,
-                            uint8_t **bytes, uint64_t *len, bool *missing, sp_err *err) {
-    *bytes = NULL;
-    *len = 0;
+                            sp_store_file **file, bool *missing, sp_err *err) {
+    *file = NULL;
     *missing = false;
     sp_source *src = NULL;
     sp_status st = sp_store_open(path, expected, &src, missing, err);
     if (st == SP_OK && !*missing) {
         uint64_t n = sp_source_size(src);
-        *bytes = shared_alloc(limits, n, err);
-        st = *bytes != NULL ? sp_source_read(src, 0, *bytes, (size_t)n, err) : err->status;
-        if (st == SP_OK) {
-            *len = n;
-        } else {
-            sp_store_bytes_release(*bytes);
-            *bytes = NULL;
+        size_t got = 0;
+        uint8_t *bytes = sp_source_take_whole(src, &got);
+        if (bytes == NULL) {
+            st = sp_alloc(limits, n ? n : 1, "compressed chunk", (void **)&bytes, err);
+            if (st == SP_OK) {
+                st = sp_source_read(src, 0, bytes, (size_t)n, err);
+            }
+        }
+        if (st == SP_OK && (*file = file_new(bytes, n)) == NULL) {
+            st = sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", path);
+        } else if (st != SP_OK) {
+            free(bytes);
         }
     }
     sp_source_close(src);
     return st;
 }
 
-/* Settle the pending place k with what its fetch gave (st; bytes, held by the caller, len,
+/* Settle the pending place k with what its fetch gave (st; file, held by the caller, or
  * missing; err when st failed) and wake whoever waits. A file must fit the budget unless
  * readers wait for it (they take it at once); a failure is kept only for its waiters. `read`
  * says the fetching reader has it already. Lock held. */
-static void settle(sp_store_prefetch *p, kept_file *k, sp_status st, uint8_t *bytes, uint64_t len,
+static void settle(sp_store_prefetch *p, kept_file *k, sp_status st, sp_store_file *file,
                    bool missing, const sp_err *err, bool read) {
-    if (st == SP_OK && (k->waiters > 0 || make_room(p, missing ? 0 : len, k))) {
-        k->bytes = missing ? NULL : shared_hold(bytes);
-        k->len = missing ? 0 : len;
+    uint64_t len = file != NULL ? file->len : 0;
+    if (st == SP_OK && (k->waiters > 0 || make_room(p, len, k))) {
+        k->file = file != NULL ? file_hold(file) : NULL;
+        k->len = len;
         k->missing = missing;
         k->read = read;
         k->pending = false;
@@ -237,7 +254,8 @@ static void settle(sp_store_prefetch *p, kept_file *k, sp_status st, uint8_t *by
     } else if (st != SP_OK && k->waiters > 0) {
         k->pending = false;
         k->failed = true;
-        k->error = *err;
+        k->status = err->status;
+        k->message = strdup(err->msg);
     } else {
         clear(p, k);
     }
@@ -251,16 +269,15 @@ static void fetch_one(void *user) {
     sp_store_prefetch *p = job->p;
     sp_err err = {0};
     bool missing = false;
-    uint8_t *bytes = NULL;
-    uint64_t len = 0;
-    sp_status st = fetch_file(&p->limits, job->path, job->expected, &bytes, &len, &missing, &err);
+    sp_store_file *file = NULL;
+    sp_status st = fetch_file(&p->limits, job->path, job->expected, &file, &missing, &err);
     pthread_mutex_lock(&p->lock);
     kept_file *k = find(p, job->path);
     if (k != NULL && k->pending && k->pooled) {
-        settle(p, k, st, bytes, len, missing, &err, false);
+        settle(p, k, st, file, missing, &err, false);
     }
     pthread_mutex_unlock(&p->lock);
-    sp_store_bytes_release(bytes);
+    sp_store_file_release(file);
     free(job->path);
     free(job);
     release(p);
@@ -334,32 +351,31 @@ static void wait_for(sp_store_prefetch *p, kept_file *k) {
 
 /* Hand the settled k to a reader: the error it failed with (the place emptied when no one else
  * waits for it), or its bytes, held once more for the reader, or *missing. Lock held. */
-static sp_status share(sp_store_prefetch *p, kept_file *k, const uint8_t **bytes, uint64_t *len,
-                       bool *missing, sp_err *err) {
-    *bytes = NULL;
-    *len = 0;
+static sp_status share(sp_store_prefetch *p, kept_file *k, sp_store_file **file, bool *missing,
+                       sp_err *err) {
+    *file = NULL;
     *missing = false;
     if (k->failed) {
-        sp_status st = sp_err_set(err, k->error.status, "%s", k->error.msg);
+        sp_status st =
+            sp_err_set(err, k->status, "%s", k->message != NULL ? k->message : "out of memory");
         if (k->waiters == 0) {
             clear(p, k);
         }
         return st;
     }
     *missing = k->missing;
-    *bytes = k->bytes != NULL ? shared_hold(k->bytes) : NULL;
-    *len = k->len;
+    *file = k->file != NULL ? file_hold(k->file) : NULL;
     k->read = true;
     return SP_OK;
 }
 
 sp_status sp_store_prefetch_get(sp_store_prefetch *p, const char *path, size_t expected,
-                                const uint8_t **bytes, uint64_t *len, bool *missing, sp_err *err) {
+                                sp_store_file **file, bool *missing, sp_err *err) {
     pthread_mutex_lock(&p->lock);
     kept_file *k = lookup(p, path);
     if (k != NULL) {
         wait_for(p, k);
-        sp_status st = share(p, k, bytes, len, missing, err);
+        sp_status st = share(p, k, file, missing, err);
         pthread_mutex_unlock(&p->lock);
         return st;
     }
@@ -371,29 +387,29 @@ sp_status sp_store_prefetch_get(sp_store_prefetch *p, const char *path, size_t e
         *k = (kept_file){.path = claim, .pending = true, .generation = sp_io_pool_generation()};
     }
     pthread_mutex_unlock(&p->lock);
-    uint8_t *mine = NULL;
-    sp_status st = fetch_file(&p->limits, path, expected, &mine, len, missing, err);
+    sp_store_file *mine = NULL;
+    sp_status st = fetch_file(&p->limits, path, expected, &mine, missing, err);
     if (claim != NULL) {
         pthread_mutex_lock(&p->lock);
         k = find(p, path);
         if (k != NULL && k->pending && !k->pooled) {
-            settle(p, k, st, mine, *len, *missing, err, true);
+            settle(p, k, st, mine, *missing, err, true);
         }
         pthread_mutex_unlock(&p->lock);
     }
-    *bytes = mine;
+    *file = mine;
     return st;
 }
 
-bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, const uint8_t **bytes,
-                            uint64_t *len, bool *missing) {
+bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, sp_store_file **file,
+                            bool *missing) {
     pthread_mutex_lock(&p->lock);
     kept_file *k = lookup(p, path);
     bool got = false;
     if (k != NULL) {
         wait_for(p, k);
         sp_err ignored = {0};
-        got = share(p, k, bytes, len, missing, &ignored) == SP_OK;
+        got = share(p, k, file, missing, &ignored) == SP_OK;
     }
     pthread_mutex_unlock(&p->lock);
     return got;

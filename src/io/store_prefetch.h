@@ -28,6 +28,13 @@
 
 typedef struct sp_store_prefetch sp_store_prefetch;
 
+/* A fetched file's bytes, shared by the table and its readers (reference counted). */
+typedef struct sp_store_file sp_store_file;
+const uint8_t *sp_store_file_bytes(const sp_store_file *f);
+uint64_t sp_store_file_len(const sp_store_file *f);
+/* Let go of a file from sp_store_prefetch_get or _take; NULL is accepted. */
+void sp_store_file_release(sp_store_file *f);
+
 /* A new, empty set of kept files whose allocations follow `limits` (copied), sending for
  * SLIDEPIPE_HTTP_PARALLEL files an announcement as it was set now; NULL when out of memory. */
 sp_store_prefetch *sp_store_prefetch_new(const sp_limits *limits);
@@ -53,18 +60,14 @@ bool sp_store_prefetch_peek(sp_store_prefetch *p, const char *path, bool *missin
 
 /* Fetch the file at `path` whole (about `expected` bytes) through the table: when it is kept or
  * on its way, wait for it; otherwise claim it, fetch it on this thread and share the result with
- * whoever came to wait meanwhile. Gives its bytes (*bytes, shared: release them with
- * sp_store_bytes_release; *len), or *missing set, or the fetch's error. */
+ * whoever came to wait meanwhile. Gives the file (*file, held: release it), or *missing set
+ * (*file NULL), or the fetch's error. */
 sp_status sp_store_prefetch_get(sp_store_prefetch *p, const char *path, size_t expected,
-                                const uint8_t **bytes, uint64_t *len, bool *missing, sp_err *err);
+                                sp_store_file **file, bool *missing, sp_err *err);
 
-/* Let go of bytes from sp_store_prefetch_get or _take; NULL is accepted. */
-void sp_store_bytes_release(const uint8_t *bytes);
-
-/* The kept file at `path`, waiting for it if it is on its way: true with its bytes (*bytes,
- * shared: release them with sp_store_bytes_release; *len) or *missing set; false when nothing is
- * kept for it (or its fetch failed). */
-bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, const uint8_t **bytes,
-                            uint64_t *len, bool *missing);
+/* The kept file at `path`, waiting for it if it is on its way: true with the file (*file, held:
+ * release it) or *missing set; false when nothing is kept for it (or its fetch failed). */
+bool sp_store_prefetch_take(sp_store_prefetch *p, const char *path, sp_store_file **file,
+                            bool *missing);
 
 #endif
