@@ -252,7 +252,7 @@ static void announce_guesses(sp_store_prefetch *kept, const char *root) {
             n += paths[n] != NULL;
         }
     }
-    sp_store_prefetch_metadata(kept, (const char *const *)paths, n);
+    sp_store_prefetch_guesses(kept, (const char *const *)paths, n);
     for (size_t i = 0; i < n; i++) {
         free(paths[i]);
     }

@@ -321,9 +321,17 @@ static sp_status request_headers(http_ctx *h, const char *range, struct curl_sli
  * that follows the recent ones (7/8 the old value, 1/8 the new), in microseconds; 0 before the
  * first. */
 static _Atomic uint64_t recent_request_us;
+static _Thread_local bool untimed; /* sp_http_untimed: this thread's requests are not timed */
+
+void sp_http_untimed(bool on) {
+    untimed = on;
+}
 
 static void note_request_time(CURL *c) {
     curl_off_t us = 0;
+    if (untimed) {
+        return;
+    }
     if (curl_easy_getinfo(c, CURLINFO_STARTTRANSFER_TIME_T, &us) == CURLE_OK && us >= 0) {
         uint64_t old = atomic_load_explicit(&recent_request_us, memory_order_relaxed);
         uint64_t now = old == 0 ? (uint64_t)us + 1 : (7 * old + (uint64_t)us) / 8;

@@ -206,6 +206,7 @@ typedef struct fetch_job {
     sp_store_prefetch *p;
     char *path;
     size_t expected;
+    bool untimed; /* a store's metadata at its opening: not timed (sp_http_untimed) */
 } fetch_job;
 
 /* Fetch the file at `path` whole: *file (held once), or *missing. A remote file fetched whole
@@ -270,7 +271,9 @@ static void fetch_one(void *user) {
     sp_err err = {0};
     bool missing = false;
     sp_store_file *file = NULL;
+    sp_http_untimed(job->untimed);
     sp_status st = fetch_file(&p->limits, job->path, job->expected, &file, &missing, &err);
+    sp_http_untimed(false);
     pthread_mutex_lock(&p->lock);
     kept_file *k = find(p, job->path);
     if (k != NULL && k->pending && k->pooled) {
@@ -283,9 +286,10 @@ static void fetch_one(void *user) {
     release(p);
 }
 
-/* Send for up to `most` (<= 64) of paths[0..n) that are neither kept nor on their way. */
+/* Send for up to `most` (<= 64) of paths[0..n) that are neither kept nor on their way; `untimed`
+ * leaves their requests out of the process's timing (sp_http_untimed). */
 static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, size_t expected,
-                     int most) {
+                     int most, bool untimed) {
     if (p->parallel < 2) {
         return;
     }
@@ -313,7 +317,7 @@ static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, s
         }
         *slot =
             (kept_file){.path = mine, .pending = true, .pooled = true, .generation = generation};
-        *job = (fetch_job){p, theirs, expected};
+        *job = (fetch_job){p, theirs, expected, untimed};
         p->refs++;
         jobs[count++] = job;
     }
@@ -326,12 +330,16 @@ static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, s
 void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
                              size_t expected) {
     if (sp_http_prefetch_pays()) {
-        send_for(p, paths, n, expected, p->parallel);
+        send_for(p, paths, n, expected, p->parallel, false);
     }
 }
 
 void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, size_t n) {
-    send_for(p, paths, n, 0, 64);
+    send_for(p, paths, n, 0, 64, false);
+}
+
+void sp_store_prefetch_guesses(sp_store_prefetch *p, const char *const *paths, size_t n) {
+    send_for(p, paths, n, 0, 64, true);
 }
 
 /* The place kept for `path`, or NULL (forgetting one its parent process sent for). Lock held. */

@@ -54,6 +54,10 @@ void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, siz
  * announcement (SLIDEPIPE_HTTP_PARALLEL=1 still sends none). */
 void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, size_t n);
 
+/* As sp_store_prefetch_metadata for files a store's opening guesses it holds (some 30 at once),
+ * whose requests are left out of the process's timing (sp_http_untimed). */
+void sp_store_prefetch_guesses(sp_store_prefetch *p, const char *const *paths, size_t n);
+
 /* Whether the file at `path` exists, as far as the kept files know, waiting for it if it is on
  * its way: true with *missing set, the file staying kept; false when nothing is kept for it. */
 bool sp_store_prefetch_peek(sp_store_prefetch *p, const char *path, bool *missing);
