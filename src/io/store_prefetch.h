@@ -2,12 +2,13 @@
  *
  * A region read of a remote Zarr store needs several chunk files, each its own object and so its
  * own request. The painter announces them first; they are sent for at once (on the process's
- * waiting threads, up to SLIDEPIPE_HTTP_PARALLEL an announcement) and the call returns; each file is
- * kept here until the chunk reader takes it, the reader waiting for one still on its way, so the
+ * waiting threads, up to SLIDEPIPE_HTTP_PARALLEL an announcement) and the call returns; each
+ * file is kept here for the chunk reader, the reader waiting for one still on its way, so the
  * region waits about one round trip instead of one per chunk and decodes what has come while
- * the rest arrives. What is kept is bounded (count and bytes); a file whose fetch failed is not
- * kept, and its read fetches it again and reports the failure. A file that does not exist is
- * kept as missing, which is what its read would learn. Nothing is sent ahead where requests
+ * the rest arrives. What is kept is bounded (192 files, 64 MiB; files already read are let go
+ * first); a file whose fetch failed is kept only for the readers already waiting for it, and a
+ * later read fetches it again and reports the failure. A file that does not exist is kept as
+ * missing, which is what its read would learn. Nothing is sent ahead where requests
  * answer within a millisecond (sp_http_prefetch_pays), except a store's metadata at its opening.
  *
  * The same table is the slide's table of files in flight: a reader that needs a file nobody has
