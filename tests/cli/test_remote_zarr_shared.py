@@ -163,6 +163,7 @@ def read_together(slide, n):
 
 
 def test_threads_needing_the_same_chunks_fetch_each_once(binding, server, store):
+    """Six threads read the same region at once: each of its chunks is requested once."""
     with binding.open(str(store / "s.zarr")) as local:
         want = local.read_region(**REGION)
     server.hold = HOLD
@@ -178,6 +179,7 @@ def test_threads_needing_the_same_chunks_fetch_each_once(binding, server, store)
 
 
 def test_overlapping_regions_of_one_batch_fetch_each_chunk_once(binding, server, store):
+    """Eight overlapping regions of one batch on four threads: each chunk is requested once."""
     corners = [(200 + 40 * i, 300 + 30 * i) for i in range(8)]
     with binding.open(str(store / "s.zarr")) as local:
         want = local.read_regions(corners, 0, (600, 500), threads=4)
@@ -193,10 +195,12 @@ def test_overlapping_regions_of_one_batch_fetch_each_chunk_once(binding, server,
 @pytest.mark.parametrize("status, times, requests, fails", [
     (500, 1, 2, False),  # retried by the fetching reader; every reader gets the retry's pixels
     (0, 1, 2, False),    # the connection closed without an answer: the same
-    (403, 1, 1, True),   # not retried: every reader gets the error, none asks again
+    (403, 99, 1, True),  # not retried: every reader gets the error, none asks again
 ])
 def test_a_failed_fetch_reaches_every_waiting_reader(binding, server, store, status, times,
                                                      requests, fails):
+    """The chunk every reader needs first fails: the readers, released together while its
+    request is held, all wait for that one fetch and get what it ends with."""
     with binding.open(str(store / "s.zarr")) as local:
         want = local.read_region(**REGION)
     server.hold = HOLD
