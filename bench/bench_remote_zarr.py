@@ -14,9 +14,13 @@ random unaligned size² level-0 regions (one seed, the same for every run) with:
   slidepipe http    Slide.read_regions from http://127.0.0.1:PORT/STORE.zarr, and again with
                     SLIDEPIPE_HTTP_PARALLEL=1 (each region's chunks fetched one after another)
   tensorstore http  the "zarr" driver over its "http" kvstore, every region's read issued at
-                    once and awaited, with T threads for copies and T concurrent requests
+                    once and awaited, with T threads for copies and as many concurrent requests as
+                    slidepipe had in flight at most (at least T; TS_REQUESTS overrides)
 With --delay, a proxy in front of nginx holds every request that long (tests/loopback.py), as
-a store's round trip would. Each reader has a 256 MiB chunk cache (slidepipe's default tile cache; tensorstore's cache
+a store's round trip would, and counts the requests it holds at the same moment: slidepipe's
+most in flight is measured there and tensorstore gets that many (column "in flight"), so both
+read at equal requests in flight. Without a delay slidepipe fetches on its reading threads (T
+in flight), requests sent ahead being off where a round trip is under a millisecond. Each reader has a 256 MiB chunk cache (slidepipe's default tile cache; tensorstore's cache
 pool set to the same), and each run starts with a new process-wide state as far as the
 libraries allow (a new handle and context). The first regions are compared across the readers.
 Prints MP/s (requested pixels) and slidepipe's rate as a multiple of tensorstore's. First it
@@ -59,11 +63,11 @@ def run_slidepipe(path, where, size, threads):
     return time.perf_counter() - t0, out
 
 
-def run_tensorstore(url, where, size, threads):
+def run_tensorstore(url, where, size, threads, requests):
     spec = {"driver": "zarr", "kvstore": {"driver": "http", "base_url": url}, "path": "0",
             "context": {"cache_pool": {"total_bytes_limit": CACHE_BYTES},
                         "data_copy_concurrency": {"limit": threads},
-                        "http_request_concurrency": {"limit": int(os.environ.get("TS_REQUESTS", threads))}}}
+                        "http_request_concurrency": {"limit": requests}}}
     t0 = time.perf_counter()
     arr = ts.open(spec, read=True).result()
     futures = [arr[:, y:y + size, x:x + size].read() for x, y in where]
@@ -130,16 +134,20 @@ def main():
         print(f"opening: slidepipe {sp_ms:.1f} ms (group, {levels} levels, associated images, "
               f"marker); tensorstore {ts_ms:.1f} ms ({levels} level arrays at once)")
         print(f"{'threads':>7} {'sp local':>9} {'sp http':>8} {'sp http, 1 at a time':>21} "
-              f"{'tensorstore http':>17} {'sp / ts':>8}  (MP/s)")
+              f"{'in flight':>9} {'tensorstore http':>17} {'sp / ts':>8}  (MP/s)")
         for t in (int(v) for v in a.threads.split(",")):
             local_s, local = run_slidepipe(store, where, a.size, t)
+            if proxy:
+                proxy.most_at_once = 0
             http_s, remote = run_slidepipe(url, where, a.size, t)
+            in_flight = max(t, proxy.most_at_once if proxy else t)
             one_s, one = run_slidepipe_http(url, where, a.size, t, 1)
-            ts_s, peer = run_tensorstore(url + "/", where, a.size, t)
+            requests = int(os.environ.get("TS_REQUESTS", in_flight))
+            ts_s, peer = run_tensorstore(url + "/", where, a.size, t, requests)
             if not all(np.array_equal(local, other) for other in (remote, one, peer)):
                 sys.exit("the readers disagree on the regions' pixels")
             print(f"{t:>7} {mp / local_s:>9.1f} {mp / http_s:>8.1f} {mp / one_s:>21.1f} "
-                  f"{mp / ts_s:>17.1f} {ts_s / http_s:>7.2f}x")
+                  f"{requests:>9} {mp / ts_s:>17.1f} {ts_s / http_s:>7.2f}x")
     finally:
         if proxy:
             proxy.close()

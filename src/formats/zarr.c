@@ -36,6 +36,7 @@
 #include "formats/zarr_meta.h"
 #include "formats/zarr_recent.h"
 #include "formats/zarr_shards.h"
+#include "io/http_source.h"
 #include "io/store.h"
 #include "io/store_prefetch.h"
 #include "zarr/zarr_codec.h"
@@ -83,18 +84,19 @@ static sp_status open_data_file(const char *path, uint64_t expected, sp_source *
 }
 
 /* The file at `path` taken from the files a remote store's slide sent for ahead of their reads
- * (`kept`, NULL for none) as a source over its bytes (*owned, to free after the source), or
+ * (`kept`, NULL for none) as a source over its bytes (*shared, to release after the source), or
  * *absent; false when nothing was kept for it. */
-static bool take_kept(sp_store_prefetch *kept, const char *path, sp_source **src, uint8_t **owned,
-                      bool *absent) {
-    uint64_t n = 0;
+static bool take_kept(sp_store_prefetch *kept, const char *path, sp_source **src,
+                      sp_store_file **shared, bool *absent) {
     sp_err ignored = {0};
-    if (kept == NULL || !sp_store_prefetch_take(kept, path, owned, &n, absent)) {
+    if (kept == NULL || !sp_store_prefetch_take(kept, path, shared, absent)) {
         return false;
     }
-    if (!*absent && sp_source_open_memory(*owned, (size_t)n, path, src, &ignored) != SP_OK) {
-        free(*owned);
-        *owned = NULL;
+    if (!*absent && sp_source_open_memory(sp_store_file_bytes(*shared),
+                                          (size_t)sp_store_file_len(*shared), path, src,
+                                          &ignored) != SP_OK) {
+        sp_store_file_release(*shared);
+        *shared = NULL;
         return false;
     }
     return true;
@@ -111,9 +113,9 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         *missing = false;
     }
     sp_source *src = NULL;
-    uint8_t *owned = NULL;
+    sp_store_file *shared = NULL;
     bool absent = false;
-    sp_status st = take_kept(kept, path, &src, &owned, &absent)
+    sp_status st = take_kept(kept, path, &src, &shared, &absent)
                        ? SP_OK
                        : sp_store_open(path, 0, &src, &absent, err);
     if (st == SP_OK && absent) {
@@ -124,7 +126,7 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         st = sp_err_set(err, SP_E_CORRUPT, "%s is missing", what);
     }
     if (st != SP_OK) {
-        free(owned);
+        sp_store_file_release(shared);
         return st;
     }
     uint64_t size = sp_source_size(src);
@@ -140,7 +142,7 @@ static sp_status read_small_file(sp_store_prefetch *kept, const char *path, uint
         st = sp_source_read(src, 0, text, (size_t)size, err);
     }
     sp_source_close(src);
-    free(owned);
+    sp_store_file_release(shared);
     if (st != SP_OK) {
         free(text);
         return st;
@@ -212,6 +214,50 @@ static bool has_file(sp_store_prefetch *kept, const char *dir, const char *name)
     return known ? !missing : sp_store_has_file(dir, name);
 }
 
+/* What opening guesses a remote store holds: with the root's node files it sends for the array
+ * metadata of levels "0" to "GUESSED_LEVELS - 1" and of slidepipe's associated images
+ * ("associated/label", ...), each in both formats (0/.zarray and 0/zarr.json, ...), and the
+ * completion marker, in the same wave. Most stores name their levels so (slidepipe's,
+ * zarr-python's, ome-zarr-py's), and the group then confirms the guesses, so opening waits one
+ * round trip, not two. A guess the group does not name costs a request answered 404 and is
+ * never read; levels past the guesses, other associated images and stores laid out otherwise
+ * are sent for once the group is read, as before. Guesses go out only where they pay
+ * (sp_http_guessing_pays): on a server that answers within a millisecond, the files are read
+ * one after another as they are needed. */
+#define GUESSED_LEVELS 10
+static const char *const GUESSED_ASSOCIATED[] = {"associated/label", "associated/macro",
+                                                 "associated/thumbnail"};
+enum { GUESSED_ARRAYS = GUESSED_LEVELS + sizeof GUESSED_ASSOCIATED / sizeof *GUESSED_ASSOCIATED };
+
+static const char *array_metadata_name(int format);
+
+static void announce_guesses(sp_store_prefetch *kept, const char *root) {
+    char *paths[2 * GUESSED_ARRAYS + 1];
+    size_t n = 0;
+    if (kept == NULL || !sp_http_guessing_pays()) {
+        return;
+    }
+    paths[n] = sp_path_join(root, SP_ZARR_COMPLETE);
+    n += paths[n] != NULL;
+    for (int format = 2; format <= 3; format++) { /* v2's first: convert's default */
+        for (int i = 0; i < GUESSED_ARRAYS; i++) {
+            char name[64];
+            if (i < GUESSED_LEVELS) {
+                snprintf(name, sizeof name, "%d/%s", i, array_metadata_name(format));
+            } else {
+                snprintf(name, sizeof name, "%s/%s", GUESSED_ASSOCIATED[i - GUESSED_LEVELS],
+                         array_metadata_name(format));
+            }
+            paths[n] = sp_path_join(root, name);
+            n += paths[n] != NULL;
+        }
+    }
+    sp_store_prefetch_guesses(kept, (const char *const *)paths, n);
+    for (size_t i = 0; i < n; i++) {
+        free(paths[i]);
+    }
+}
+
 static bool zarr_detect(const sp_probe *p) {
     if (!p->is_directory) {
         return false;
@@ -219,6 +265,7 @@ static bool zarr_detect(const sp_probe *p) {
     char *dir = strip_slashes(p->path);
     if (dir != NULL) {
         announce_node(p->kept, dir);
+        announce_guesses(p->kept, dir);
     }
     /* Any Zarr node is claimed, so that a plain group or array gets a message saying what is
      * missing rather than "not a slide". */
@@ -538,11 +585,18 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
         return st;
     }
     where_of(where, sizeof where, a->label, key);
-    uint8_t *bytes = NULL;
+    uint8_t *bytes = NULL;        /* read here */
+    sp_store_file *shared = NULL; /* from the slide's table of files in flight */
     uint64_t n = 0;
     bool missing = false;
-    if (!m->sharded && z->prefetched != NULL &&
-        sp_store_prefetch_take(z->prefetched, path, &bytes, &n, &missing)) {
+    if (!m->sharded && z->prefetched != NULL) {
+        /* Through the slide's table of files in flight: one request however many threads
+         * need the chunk at once. */
+        const uint64_t most = (uint64_t)64 << 20;
+        uint64_t expected = chunk_file_guess(m);
+        st = sp_store_prefetch_get(z->prefetched, path, (size_t)(expected < most ? expected : most),
+                                   &shared, &missing, err);
+        n = shared != NULL ? sp_store_file_len(shared) : 0;
         free(path);
     } else if (!m->sharded) {
         sp_source *src = NULL;
@@ -583,10 +637,12 @@ static sp_status load_chunk(const sp_slide *s, const zarr_array *a, const int64_
         if (missing) {
             fill_chunk(m, chunk);
         } else {
-            st = decode_chunk(a, where, bytes, n, chunk, err);
+            st = decode_chunk(a, where, shared != NULL ? sp_store_file_bytes(shared) : bytes, n,
+                              chunk, err);
         }
     }
     free(bytes);
+    sp_store_file_release(shared);
     return st;
 }
 

@@ -36,7 +36,7 @@ static void file_close(void *ctx) {
     free(f);
 }
 
-static const sp_source_impl FILE_IMPL = {file_read_at, file_close, NULL};
+static const sp_source_impl FILE_IMPL = {file_read_at, file_close, NULL, NULL};
 
 sp_status sp_source_open_file(const char *path, sp_source **out, sp_err *err) {
     *out = NULL;

@@ -321,9 +321,17 @@ static sp_status request_headers(http_ctx *h, const char *range, struct curl_sli
  * that follows the recent ones (7/8 the old value, 1/8 the new), in microseconds; 0 before the
  * first. */
 static _Atomic uint64_t recent_request_us;
+static _Thread_local bool untimed; /* sp_http_untimed: this thread's requests are not timed */
+
+void sp_http_untimed(bool on) {
+    untimed = on;
+}
 
 static void note_request_time(CURL *c) {
     curl_off_t us = 0;
+    if (untimed) {
+        return;
+    }
     if (curl_easy_getinfo(c, CURLINFO_STARTTRANSFER_TIME_T, &us) == CURLE_OK && us >= 0) {
         uint64_t old = atomic_load_explicit(&recent_request_us, memory_order_relaxed);
         uint64_t now = old == 0 ? (uint64_t)us + 1 : (7 * old + (uint64_t)us) / 8;
@@ -333,6 +341,11 @@ static void note_request_time(CURL *c) {
 
 bool sp_http_prefetch_pays(void) {
     return atomic_load_explicit(&recent_request_us, memory_order_relaxed) >= PREFETCH_MIN_WAIT_US;
+}
+
+bool sp_http_guessing_pays(void) {
+    uint64_t us = atomic_load_explicit(&recent_request_us, memory_order_relaxed);
+    return us == 0 || us >= PREFETCH_MIN_WAIT_US;
 }
 
 sp_status sp_http_fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, bool open,
@@ -444,7 +457,22 @@ void sp_http_ctx_release(http_ctx *h) {
 /* The source lets go of its object; requests sent ahead and still out keep it until answered. */
 static void http_close(void *ctx) { sp_http_ctx_release(ctx); }
 
-static const sp_source_impl HTTP_IMPL = {sp_http_read_at, http_close, sp_http_prefetch};
+/* The head, when it is the whole object: a Zarr chunk file fetched whole by its opening request
+ * goes to its reader without a copy. Reads after this go to the server (and the block cache). */
+static void *http_take_whole(void *ctx, size_t *len) {
+    http_ctx *h = ctx;
+    if (h->head == NULL || h->head_len != h->size) {
+        return NULL;
+    }
+    void *whole = h->head;
+    *len = h->head_len;
+    h->head = NULL;
+    h->head_len = 0;
+    return whole;
+}
+
+static const sp_source_impl HTTP_IMPL = {sp_http_read_at, http_close, sp_http_prefetch,
+                                         http_take_whole};
 
 int sp_http_parallel(void) {
     const char *v = getenv("SLIDEPIPE_HTTP_PARALLEL");

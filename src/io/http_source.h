@@ -62,6 +62,17 @@ int sp_http_parallel(void);
  * cost. */
 bool sp_http_prefetch_pays(void);
 
+/* Whether requests for files that may not exist (a guess at a store's layout) are worth sending
+ * at once: as sp_http_prefetch_pays, and also before the process has timed any request, where
+ * one round trip saved is worth a few requests answered 404 (a near server answers each in tens
+ * of microseconds). */
+bool sp_http_guessing_pays(void);
+
+/* Whether this thread's requests are left out of the timing above (while on): a store's opening
+ * sends some 30 guesses in one burst, whose waits measure the burst on this machine, not the
+ * server's round trip, and would turn requests sent ahead on for a server next door. */
+void sp_http_untimed(bool on);
+
 /* The <Code> of an S3 error document in `body`, printable, or "" (for messages). */
 void sp_http_s3_error_code(const char *body, char *out, size_t cap);
 

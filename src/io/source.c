@@ -63,6 +63,11 @@ void sp_source_prefetch(sp_source *src, const sp_byte_range *ranges, size_t n) {
     }
 }
 
+void *sp_source_take_whole(sp_source *src, size_t *len) {
+    *len = 0;
+    return src->impl.take_whole != NULL ? src->impl.take_whole(src->ctx, len) : NULL;
+}
+
 uint64_t sp_source_size(const sp_source *src) { return src->size; }
 
 const char *sp_source_name(const sp_source *src) { return src->name; }

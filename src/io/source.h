@@ -31,6 +31,9 @@ typedef struct sp_source_impl {
                          sp_err *err);
     void (*close)(void *ctx);
     void (*prefetch)(void *ctx, const sp_byte_range *ranges, size_t n);
+    /* Optional: hand over the whole object's bytes when the source holds all of them in memory
+     * (malloc'd, the caller's; *len), or NULL. Called only before any read. */
+    void *(*take_whole)(void *ctx, size_t *len);
 } sp_source_impl;
 
 /* Wrap an implementation; `name` (copied) is used in messages. Takes ownership of ctx. */
@@ -52,6 +55,12 @@ sp_status sp_source_read(sp_source *src, uint64_t offset, void *buf, size_t len,
  * that reads will ask for next (see sp_source_impl). Ranges past the end are ignored. */
 bool sp_source_can_prefetch(const sp_source *src);
 void sp_source_prefetch(sp_source *src, const sp_byte_range *ranges, size_t n);
+
+/* The whole object's bytes, handed over (malloc'd, the caller's; *len = the size) when the
+ * source holds all of them in memory already (a remote file fetched whole by its opening
+ * request), so that they need not be copied; NULL otherwise. Only on a source not read yet; it
+ * reads as before afterwards, just without that copy. */
+void *sp_source_take_whole(sp_source *src, size_t *len);
 
 uint64_t sp_source_size(const sp_source *src);
 const char *sp_source_name(const sp_source *src);
