@@ -345,6 +345,24 @@ static sp_status check_tile(sp_nvjpeg *nv, const sp_raw_level *raw, tile_job *t)
     return SP_OK;
 }
 
+/* Give tile t (parsed and checked) scratch slot `slot` of a batch: its planes there, for nvJPEG's
+ * destination and for the planes kernel, and its stream as the batch's input. */
+static void put_in_slot(const sp_nvjpeg *nv, const sp_raw_level *raw, tile_job *t, int slot,
+                        size_t slot_bytes, nvjpeg_image_t *image, const unsigned char **data,
+                        size_t *length) {
+    size_t plane_bytes = (size_t)(raw->tile_width * raw->tile_height);
+    memset(image, 0, sizeof *image);
+    for (int c = 0; c < 3; c++) {
+        uint8_t *plane = nv->scratch + (size_t)slot * slot_bytes + (size_t)c * plane_bytes;
+        image->channel[c] = plane;
+        image->pitch[c] = (size_t)raw->tile_width;
+        t->planes.plane[c] = plane;
+        t->planes.pitch[c] = raw->tile_width;
+    }
+    *data = t->stream;
+    *length = t->len;
+}
+
 /* Decode the tiles of one batch into the scratch and paint their parts into the region.
  * SP_E_UNSUPPORTED: a tile this path does not take; SP_E_IO: nvJPEG or CUDA failed. */
 static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide, int32_t level,
@@ -354,7 +372,6 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide,
     const unsigned char *data[BATCH_MAX];
     size_t lengths[BATCH_MAX];
     nvjpeg_image_t images[BATCH_MAX];
-    size_t plane_bytes = (size_t)(raw->tile_width * raw->tile_height);
     for (int i = 0; i < n; i++) {
         sp_err err = {0};
         tile_job *t = &tiles[i];
@@ -371,16 +388,7 @@ static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide,
         if (st != SP_OK) {
             return st;
         }
-        memset(&images[i], 0, sizeof images[i]);
-        for (int c = 0; c < 3; c++) {
-            uint8_t *plane = nv->scratch + (size_t)i * slot_bytes + (size_t)c * plane_bytes;
-            images[i].channel[c] = plane;
-            images[i].pitch[c] = (size_t)raw->tile_width;
-            t->planes.plane[c] = plane;
-            t->planes.pitch[c] = raw->tile_width;
-        }
-        data[i] = t->stream;
-        lengths[i] = t->len;
+        put_in_slot(nv, raw, t, i, slot_bytes, &images[i], &data[i], &lengths[i]);
     }
     batch_state *bs = state_for(nv, n);
     if (bs == NULL) {
@@ -566,7 +574,6 @@ static int64_t many_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide,
     size_t lengths[BATCH_MAX];
     nvjpeg_image_t images[BATCH_MAX];
     int slot_of[BATCH_MAX]; /* each tile's slot in the batch, -1 when it is left out */
-    size_t plane_bytes = (size_t)(raw->tile_width * raw->tile_height);
     int m = 0;
     for (int i = 0; i < n; i++) {
         tile_job *t = &tiles[first + i];
@@ -585,16 +592,7 @@ static int64_t many_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide,
         if (check_tile(nv, raw, t) != SP_OK) {
             continue;
         }
-        memset(&images[m], 0, sizeof images[m]);
-        for (int c = 0; c < 3; c++) {
-            uint8_t *plane = nv->scratch + (size_t)m * slot_bytes + (size_t)c * plane_bytes;
-            images[m].channel[c] = plane;
-            images[m].pitch[c] = (size_t)raw->tile_width;
-            t->planes.plane[c] = plane;
-            t->planes.pitch[c] = raw->tile_width;
-        }
-        data[m] = t->stream;
-        lengths[m] = t->len;
+        put_in_slot(nv, raw, t, m, slot_bytes, &images[m], &data[m], &lengths[m]);
         slot_of[i] = m++;
     }
     bool decoded = false;
