@@ -29,13 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tiff == NULL) {
         return 0;
     }
-    sp_limits limits;
-    fuzz_limits(&limits);
-    sp_source *src = NULL;
-    sp_err err = {0};
-    sp_slide *slide = NULL;
-    if (sp_source_open_memory(tiff, total, "fuzz-icc.tif", &src, &err) == SP_OK &&
-        sp_slide_open_source(src, "fuzz-icc.tif", &limits, &slide, &err) == SP_OK) {
+    sp_slide *slide = fuzz_open_memory(tiff, total, "fuzz-icc.tif");
+    if (slide != NULL) {
         const uint8_t *icc;
         size_t len;
         if (sp_slide_icc_profile(slide, &icc, &len) == SP_OK &&

@@ -288,13 +288,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!built) {
         return 0;
     }
-    sp_limits limits;
-    fuzz_limits(&limits);
-    sp_source *src = NULL;
-    sp_err err = {0};
-    sp_slide *slide = NULL;
-    if (sp_source_open_memory(file.p, file.len, "fuzz.ndpi", &src, &err) == SP_OK &&
-        sp_slide_open_source(src, "fuzz.ndpi", &limits, &slide, &err) == SP_OK) {
+    sp_slide *slide = fuzz_open_memory(file.p, file.len, "fuzz.ndpi");
+    if (slide != NULL) {
         fuzz_raw_tiles(slide);
         fuzz_read_slide(slide); /* closes the slide */
     }

@@ -2,7 +2,8 @@
  * slide: read the first tiles, a region across tile borders and one across the far edge on every
  * level (RGBA and RGB), converted to sRGB where the slide embeds an ICC profile, and every small
  * associated image, then close it (fuzz_read_slide); the TIFF and NDPI targets first read the
- * GPU path's raw tiles (fuzz_raw_tiles). Header-only because each fuzz_*.c builds into its own
+ * GPU path's raw tiles (fuzz_raw_tiles). Targets that build a file in memory open it with
+ * fuzz_open_memory. Header-only because each fuzz_*.c builds into its own
  * executable. */
 #ifndef SP_FUZZ_READ_SLIDE_H
 #define SP_FUZZ_READ_SLIDE_H
@@ -21,6 +22,21 @@ static void fuzz_limits(sp_limits *limits) {
     limits->value[SP_LIMIT_MAX_TILE_PIXELS] = 1 << 20;
     limits->value[SP_LIMIT_MAX_METADATA] = 1 << 20;
     limits->value[SP_LIMIT_MAX_DIRECTORIES] = 64;
+}
+
+/* The slide held in the n bytes at p (named `name` in messages) under fuzz_limits, or NULL when
+ * it does not open. */
+static inline sp_slide *fuzz_open_memory(const uint8_t *p, size_t n, const char *name) {
+    sp_limits limits;
+    fuzz_limits(&limits);
+    sp_source *src = NULL;
+    sp_err err = {0};
+    sp_slide *slide = NULL;
+    if (sp_source_open_memory(p, n, name, &src, &err) != SP_OK ||
+        sp_slide_open_source(src, name, &limits, &slide, &err) != SP_OK) {
+        return NULL;
+    }
+    return slide;
 }
 
 static void fuzz_read_slide(sp_slide *slide) {

@@ -1,6 +1,7 @@
 """loopback.py — servers on 127.0.0.1 for the remote-read tests and benchmarks: nginx serving a
-folder, a TCP proxy in front of it that holds every request for a fixed delay, and a small Azure
-Blob Storage server (AzureBlobServer) that checks Shared Key signatures and SAS tokens.
+folder, a TCP proxy in front of it that holds every request for a fixed delay, moto's S3 server
+with signature checks on (moto_s3), and a small Azure Blob Storage server (AzureBlobServer)
+that checks Shared Key signatures and SAS tokens.
 
 Loopback answers in microseconds, while an object store answers in tens of milliseconds (the
 round trip plus the store's own first-byte time). The proxy puts that wait back: everything a
@@ -13,14 +14,17 @@ tells requests sent together from requests sent one after another.
 
 import asyncio
 import base64
+import contextlib
 import email.utils
 import hashlib
 import hmac
 import http.server
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -45,6 +49,41 @@ def wait_for_port(port, what, proc=None, timeout=20.0):
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
+
+
+@contextlib.contextmanager
+def moto_s3(region):
+    """moto's S3 server on loopback checking SigV4: the first three actions (make a user, its
+    policy and its key) run unauthenticated, every later request must be signed. Yields
+    (endpoint, access key id, secret, a boto3 S3 client signing with that key); the caller
+    skips when boto3 is missing. RuntimeError when moto_server is not beside this Python."""
+    import boto3
+
+    moto_server = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    if not os.path.exists(moto_server):
+        raise RuntimeError(f"no moto_server beside {sys.executable} (tests/requirements.txt "
+                           "pins moto[server])")
+    port = free_port()
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3")
+    proc = subprocess.Popen([moto_server, "-H", "127.0.0.1", "-p", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, "moto_server", proc)
+        endpoint = f"http://127.0.0.1:{port}"
+        iam = boto3.client("iam", endpoint_url=endpoint, region_name=region,
+                           aws_access_key_id="none", aws_secret_access_key="none")
+        iam.create_user(UserName="reader")
+        policy = {"Version": "2012-10-17",
+                  "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        client = boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                              aws_access_key_id=key["AccessKeyId"],
+                              aws_secret_access_key=key["SecretAccessKey"])
+        yield endpoint, key["AccessKeyId"], key["SecretAccessKey"], client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def start_nginx(root, work):

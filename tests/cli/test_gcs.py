@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from loopback import free_port, wait_for_port
+from loopback import free_port, moto_s3, wait_for_port
 
 TESTDATA = Path(os.environ.get("SP_TESTDATA", Path(__file__).resolve().parents[2].parent / "shared" / "testdata"))
 SLIDES = ["aperio/CMU-1-Small-Region.svs", "generic-tiff/yb10kx5k.zstd.tiff"]
@@ -136,37 +136,12 @@ def test_gs_zarr_store_reads_and_verifies_like_local(sp, run, emulator, tmp_path
 def moto_hmac():
     """moto's S3 server checking SigV4, a bucket with one slide, and the GCS environment that
     points gs:// at it with HMAC keys (the XML API's interoperable signing)."""
-    boto3 = pytest.importorskip("boto3", reason="boto3 comes with moto[server] "
-                                "(tests/requirements.txt)")
-    moto_server = Path(sys.executable).parent / "moto_server"
-    if not moto_server.exists():
-        pytest.fail(f"no moto_server beside {sys.executable} (tests/requirements.txt pins "
-                    "moto[server])")
-    port = free_port()
-    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3")
-    proc = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, "moto_server", proc)
-        endpoint = f"http://127.0.0.1:{port}"
-        anon = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="none",
-                    aws_secret_access_key="none")
-        iam = boto3.client("iam", **anon)
-        iam.create_user(UserName="reader")
-        policy = {"Version": "2012-10-17",
-                  "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-        iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(policy))
-        key = iam.create_access_key(UserName="reader")["AccessKey"]
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id=key["AccessKeyId"],
-                          aws_secret_access_key=key["SecretAccessKey"])
+    pytest.importorskip("boto3", reason="boto3 comes with moto[server] (tests/requirements.txt)")
+    with moto_s3("us-east-1") as (endpoint, key_id, secret, s3):
         s3.create_bucket(Bucket="slides")
         s3.upload_file(str(TESTDATA / SLIDES[0]), "slides", "cohort 1/CMU-1+small.svs")
-        yield clean_env(STORAGE_EMULATOR_HOST=endpoint, GS_ACCESS_KEY_ID=key["AccessKeyId"],
-                        GS_SECRET_ACCESS_KEY=key["SecretAccessKey"])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        yield clean_env(STORAGE_EMULATOR_HOST=endpoint, GS_ACCESS_KEY_ID=key_id,
+                        GS_SECRET_ACCESS_KEY=secret)
 
 
 def test_gs_hmac_keys_sign_requests_a_checking_server_accepts(sp, run, moto_hmac, tmp_path):

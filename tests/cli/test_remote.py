@@ -19,14 +19,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from loopback import LatencyProxy, free_port, wait_for_port
+from loopback import LatencyProxy, free_port, moto_s3, wait_for_port
 
 TESTDATA = Path(os.environ.get("SP_TESTDATA", Path(__file__).resolve().parents[2].parent / "shared" / "testdata"))
 # Single-file slides of each container: Aperio JPEG and JPEG 2000, generic TIFF (zstd), OME-TIFF.
@@ -554,39 +553,17 @@ def test_remote_prefix_without_a_store_is_a_clear_error(run, nginx):
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """moto's S3 server with signature checks on, a bucket holding two slides, and credentials."""
-    boto3 = pytest.importorskip("boto3", reason="boto3 comes with moto[server] (tests/requirements.txt)")
-    moto_server = Path(sys.executable).parent / "moto_server"
-    if not moto_server.exists():
-        pytest.fail(f"no moto_server beside {sys.executable} (tests/requirements.txt pins moto[server])")
-    port = free_port()
-    # The first actions (make the user, its policy and key) run unauthenticated; every later
-    # request must carry a valid SigV4 signature.
-    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3")
-    proc = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, "moto_server", proc)
-        endpoint = f"http://127.0.0.1:{port}"
-        anon = dict(endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="none",
-                    aws_secret_access_key="none")
-        iam = boto3.client("iam", **anon)
-        iam.create_user(UserName="reader")
-        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-        iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(policy))
-        key = iam.create_access_key(UserName="reader")["AccessKey"]
-        creds = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="eu-west-1",
-                              aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"])
-        client.create_bucket(Bucket="slides", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-        client.upload_file(str(TESTDATA / "aperio/CMU-1-Small-Region.svs"), "slides", "cohort 1/CMU-1+small.svs")
+    pytest.importorskip("boto3", reason="boto3 comes with moto[server] (tests/requirements.txt)")
+    with moto_s3("eu-west-1") as (endpoint, key_id, secret, client):
+        client.create_bucket(Bucket="slides",
+                             CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        client.upload_file(str(TESTDATA / "aperio/CMU-1-Small-Region.svs"), "slides",
+                           "cohort 1/CMU-1+small.svs")
         client.upload_file(str(TESTDATA / "generic-tiff/yb10kx5k.zstd.tiff"), "slides", "yb.tiff")
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(creds, AWS_ENDPOINT_URL=endpoint, AWS_REGION="eu-west-1")
+        env.update(AWS_ACCESS_KEY_ID=key_id, AWS_SECRET_ACCESS_KEY=secret,
+                   AWS_ENDPOINT_URL=endpoint, AWS_REGION="eu-west-1")
         yield env
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def run_env(sp, args, env):

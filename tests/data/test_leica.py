@@ -79,10 +79,8 @@ def _regions(oracle):
 
 
 def test_regions_equal_openslides(leica, oracle, read_region, assert_same_pixels):
-    for level, x, y, w, h in _regions(oracle):
-        want = np.asarray(oracle.read_region((x, y), level, (w, h)), dtype=np.uint8)
-        got = read_region(leica, level, x, y, w, h)
-        assert_same_pixels(got, want, f"level {level} at ({x}, {y}) {w}x{h}")
+    vendor_checks.assert_regions_equal(leica, oracle, _regions(oracle), read_region,
+                                       assert_same_pixels)
 
 
 def test_glass_between_regions_is_transparent(leica, read_region):

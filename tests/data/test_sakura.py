@@ -82,22 +82,10 @@ def test_properties_equal_openslides(sakura, oracle, info):
     vendor_checks.assert_same_properties(want, got, NUMBERS)
 
 
-def _regions(oracle):
-    out = []
-    for level, ((w, h), ds) in enumerate(zip(oracle.level_dimensions, oracle.level_downsamples)):
-        ds = int(ds)
-        out.append((level, 0, 0, w + 16, h + 16))
-        out.append((level, 200 * ds, 180 * ds, 120, 140))
-        out.append((level, (w - 50) * ds, (h - 30) * ds, 90, 70))
-    return out
-
-
 def test_regions_equal_openslides(sakura, oracle, read_region, assert_same_pixels):
     """Both decode each channel with libjpeg-turbo's default IDCT: no difference allowed."""
-    for level, x, y, w, h in _regions(oracle):
-        want = np.asarray(oracle.read_region((x, y), level, (w, h)), dtype=np.uint8)
-        got = read_region(sakura, level, x, y, w, h)
-        assert_same_pixels(got, want, f"level {level} at ({x}, {y}) {w}x{h}")
+    vendor_checks.assert_regions_equal(sakura, oracle, vendor_checks.edge_regions(oracle),
+                                       read_region, assert_same_pixels)
 
 
 def test_associated_equal_openslides(sakura, oracle, run, assert_same_pixels):

@@ -86,10 +86,8 @@ def _regions(oracle):
 
 
 def test_regions_equal_openslides(bif, oracle, read_region, assert_same_pixels):
-    for level, x, y, w, h in _regions(oracle):
-        want = np.asarray(oracle.read_region((x, y), level, (w, h)), dtype=np.uint8)
-        got = read_region(bif, level, x, y, w, h)
-        assert_same_pixels(got, want, f"level {level} at ({x}, {y}) {w}x{h}")
+    vendor_checks.assert_regions_equal(bif, oracle, _regions(oracle), read_region,
+                                       assert_same_pixels)
 
 
 def test_associated_equal_openslides(bif, oracle, run, assert_same_pixels):

@@ -1,7 +1,7 @@
 """What the vendor-format tests (test_philips.py, test_leica.py, test_ventana.py) check the same
 way: a slide written in the vendor's layout that OpenSlide 4 must name as that vendor, properties
-against OpenSlide's, the one-line error of a malformed file, and a file cut in the middle of
-level 0's tile data."""
+against OpenSlide's, the one-line error of a malformed file, a file cut in the middle of
+level 0's tile data, and regions read against OpenSlide's."""
 
 from __future__ import annotations
 
@@ -62,3 +62,25 @@ def assert_truncated_fails_cleanly(slide: Path, tmp_path: Path, run, info) -> No
         proc = run(["region", path, "--level", "0", "--x", "0", "--y", "0", "--width",
                     lv["width"], "--height", lv["height"], "-o", tmp_path / "r.rgba"])
     assert_one_line_error(proc, path, "beyond the end")
+
+
+def edge_regions(oracle) -> list:
+    """On every level: the whole level plus a margin, a region across tile borders, the
+    bottom-right corner past the level's edge (into the stored padding)."""
+    out = []
+    for level, ((w, h), ds) in enumerate(zip(oracle.level_dimensions, oracle.level_downsamples)):
+        ds = int(ds)
+        out.append((level, 0, 0, w + 16, h + 16))
+        out.append((level, 200 * ds, 180 * ds, 120, 140))
+        out.append((level, (w - 50) * ds, (h - 30) * ds, 90, 70))
+    return out
+
+
+def assert_regions_equal(path, oracle, regions, read_region, assert_same_pixels) -> None:
+    """Each (level, x, y, w, h) of `regions` read from `path` equals OpenSlide's read_region."""
+    import numpy as np
+
+    for level, x, y, w, h in regions:
+        want = np.asarray(oracle.read_region((x, y), level, (w, h)), dtype=np.uint8)
+        got = read_region(path, level, x, y, w, h)
+        assert_same_pixels(got, want, f"level {level} at ({x}, {y}) {w}x{h}")
