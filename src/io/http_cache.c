@@ -258,6 +258,23 @@ static ahead *reserve(http_ctx *h, uint64_t offset, size_t len, bool block) {
     return a;
 }
 
+void sp_http_forget_orphans(http_ctx *h) {
+    for (int i = 0; i < SP_HTTP_CACHE_BLOCKS; i++) {
+        http_block *b = &h->blocks[i];
+        if (orphaned(b->pending, b->generation)) {
+            *b = (http_block){0};
+            h->refs--;
+        }
+    }
+    for (int i = 0; i < SP_HTTP_HELD_MAX; i++) {
+        http_held *r = &h->held[i];
+        if (orphaned(r->pending, r->generation)) {
+            clear_held(h, r);
+            h->refs--;
+        }
+    }
+}
+
 void sp_http_prefetch(void *ctx, const sp_byte_range *ranges, size_t n) {
     http_ctx *h = ctx;
     if (h->parallel < 2 || !sp_http_prefetch_pays()) {
@@ -267,21 +284,10 @@ void sp_http_prefetch(void *ctx, const sp_byte_range *ranges, size_t n) {
     size_t count = 0;
     unsigned generation = sp_io_pool_generation();
     pthread_mutex_lock(&h->lock);
+    sp_http_forget_orphans(h);
     int pending_blocks = 0;
     for (int i = 0; i < SP_HTTP_CACHE_BLOCKS; i++) {
-        http_block *b = &h->blocks[i];
-        if (b->pending && b->generation != generation) { /* sent by the parent before a fork */
-            *b = (http_block){0};
-            h->refs--;
-        }
-        pending_blocks += b->pending;
-    }
-    for (int i = 0; i < SP_HTTP_HELD_MAX; i++) {
-        http_held *r = &h->held[i];
-        if (r->pending && r->generation != generation) {
-            clear_held(h, r);
-            h->refs--;
-        }
+        pending_blocks += h->blocks[i].pending;
     }
     for (size_t i = 0; i < n && count < (size_t)h->parallel; i++) {
         uint64_t offset = ranges[i].offset;

@@ -68,4 +68,8 @@ sp_status sp_http_read_at(void *ctx, uint64_t offset, void *buf, size_t len, siz
                           sp_err *err);
 void sp_http_prefetch(void *ctx, const sp_byte_range *ranges, size_t n);
 
+/* Forget the requests sent ahead by the process this one was forked from, which will never be
+ * answered here, and the references they held (http_cache.c). Lock held. */
+void sp_http_forget_orphans(http_ctx *h);
+
 #endif

@@ -433,6 +433,9 @@ sp_status sp_http_fetch(http_ctx *h, uint64_t offset, size_t len, void *buf, boo
 void sp_http_ctx_release(http_ctx *h) {
     pthread_mutex_lock(&h->lock);
     bool last = --h->refs == 0;
+    if (h->refs == 1) {
+        pthread_cond_broadcast(&h->arrived); /* the source may be waiting in its close */
+    }
     pthread_mutex_unlock(&h->lock);
     if (!last) {
         return;
@@ -454,8 +457,18 @@ void sp_http_ctx_release(http_ctx *h) {
     free(h);
 }
 
-/* The source lets go of its object; requests sent ahead and still out keep it until answered. */
-static void http_close(void *ctx) { sp_http_ctx_release(ctx); }
+/* The source lets go of its object once the requests it sent ahead are answered: none of its
+ * work may still run after it (at a process's exit, its libraries tearing down). */
+static void http_close(void *ctx) {
+    http_ctx *h = ctx;
+    pthread_mutex_lock(&h->lock);
+    sp_http_forget_orphans(h);
+    while (h->refs > 1) {
+        pthread_cond_wait(&h->arrived, &h->lock);
+    }
+    pthread_mutex_unlock(&h->lock);
+    sp_http_ctx_release(h);
+}
 
 /* The head, when it is the whole object: a Zarr chunk file fetched whole by its opening request
  * goes to its reader without a copy. Reads after this go to the server (and the block cache). */

@@ -112,6 +112,9 @@ static void clear(sp_store_prefetch *p, kept_file *k) {
 static void release(sp_store_prefetch *p) {
     pthread_mutex_lock(&p->lock);
     bool last = --p->refs == 0;
+    if (p->refs == 1) {
+        pthread_cond_broadcast(&p->arrived); /* the owner may be waiting in free */
+    }
     pthread_mutex_unlock(&p->lock);
     if (!last) {
         return;
@@ -126,10 +129,25 @@ static void release(sp_store_prefetch *p) {
     free(p);
 }
 
+static bool forget_orphan(sp_store_prefetch *p, kept_file *k);
+
 void sp_store_prefetch_free(sp_store_prefetch *p) {
-    if (p != NULL) {
-        release(p); /* files still on their way keep it until they come */
+    if (p == NULL) {
+        return;
     }
+    /* Wait for the files on their way: nothing of the table may still run once its owner is
+     * gone (the process may be exiting, its libraries tearing down). */
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < KEPT_MAX; i++) {
+        if (p->kept[i].path != NULL) {
+            forget_orphan(p, &p->kept[i]);
+        }
+    }
+    while (p->refs > 1) {
+        pthread_cond_wait(&p->arrived, &p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    release(p);
 }
 
 static kept_file *find(sp_store_prefetch *p, const char *path) {

@@ -40,8 +40,8 @@ void sp_store_file_release(sp_store_file *f);
  * SLIDEPIPE_HTTP_PARALLEL files an announcement as it was set now; NULL when out of memory. */
 sp_store_prefetch *sp_store_prefetch_new(const sp_limits *limits);
 
-/* Let it go with everything it keeps (files still on their way keep it until they come); NULL
- * is accepted. */
+/* Let it go with everything it keeps, once the files on their way have come (so that none of
+ * its work still runs after it, at a process's exit for one); NULL is accepted. */
 void sp_store_prefetch_free(sp_store_prefetch *p);
 
 /* Send for the files at paths[0..n) (each expected to be about `expected` bytes) that are
