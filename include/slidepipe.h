@@ -1277,7 +1277,10 @@ typedef enum sp_plane_axis { SP_PLANE_Z = 0, SP_PLANE_C = 1, SP_PLANE_T = 2 } sp
 
 /* Open the slide's plane (z, c, t) instead of (0, 0, 0): focal plane z, channel plane c (an RGB
  * page's three samples are one channel plane) and time point t, each from 0. Formats with
- * planes: OME-TIFF (its first Image's planes). A slide of another format, or a plane beyond the
+ * planes: OME-TIFF (its first Image's planes), DICOM (focal planes and optical paths of a
+ * TILED_FULL instance), Zeiss CZI (Z, C, T) and Hamamatsu NDPI (focal planes: the one at Z
+ * offset 0 first, then the others by increasing offset). A slide of another format, or a plane
+ * beyond the
  * slide's, fails to open with SP_E_INVALID_ARG and a message naming the file and the sizes.
  * SP_E_INVALID_ARG for a negative index or NULL options. */
 SP_API sp_status sp_options_set_plane(sp_options *options, int64_t z, int64_t c, int64_t t);

@@ -11,10 +11,10 @@
  * OpenSlide, the smallest stored level seen through libjpeg's DCT scaling at 1/2, 1/4 and 1/8
  * gives three more levels. Properties: the key=value lines of tag 65449 and SourceLens, X/Y
  * offset from the slide centre become hamamatsu.*; the objective power is level 0's SourceLens
- * and the MPP comes from the resolution tags (centimetres). Focal planes other than the one at
- * Z offset 0 and files over 4 GiB (whose offsets NDPI widens outside the TIFF rules) are not
- * read; docs/formats.md says so.
+ * and the MPP comes from the resolution tags (centimetres). Focal planes are the directories'
+ * Z offsets (chosen_plane); files past 4 GiB have their offsets widened by tiff.c.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +30,7 @@ enum {
     NDPI_TAG_Y_OFFSET = 65423,
     NDPI_TAG_Z_OFFSET = 65424,
     NDPI_TAG_MCU_STARTS = 65426,
+    NDPI_TAG_MCU_STARTS_HIGH = 65432, /* the high halves of McuStarts, for strips past 4 GiB */
     NDPI_TAG_PROPERTY_MAP = 65449,
 };
 
@@ -142,17 +143,21 @@ static sp_status parse_header(const uint8_t *h, size_t len, const char *where, j
 
 /* ---- restart intervals ---------------------------------------------------------------------- */
 
-/* Interval starts from the McuStarts tag (offsets from the strip's start); false when the tag is
- * absent or does not describe n increasing intervals after the header inside the strip. */
+/* Interval starts from the McuStarts tag (offsets from the strip's start, widened by
+ * McuStartsHighBytes where present); false when the tag is absent or does not describe n
+ * increasing intervals after the header inside the strip. */
 static bool starts_from_tag(const sp_tiff *t, const sp_tiff_dir *d, uint64_t strip,
                             uint64_t strip_end, uint64_t first, uint64_t n, uint64_t *starts) {
     const sp_tiff_entry *e = sp_tiff_find(d, NDPI_TAG_MCU_STARTS);
-    if (e == NULL || e->count != n) {
+    const sp_tiff_entry *high = sp_tiff_find(d, NDPI_TAG_MCU_STARTS_HIGH);
+    if (e == NULL || e->count != n || (high != NULL && high->count != n)) {
         return false;
     }
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t v;
-        if (!sp_tiff_entry_uint(t, e, i, &v) || v > strip_end - strip) {
+        uint64_t v, h = 0;
+        if (!sp_tiff_entry_uint(t, e, i, &v) ||
+            (high != NULL && !sp_tiff_entry_uint(t, high, i, &h)) || h > UINT32_MAX ||
+            (v |= h << 32) > strip_end - strip) {
             return false;
         }
         starts[i] = strip + v;
@@ -480,6 +485,53 @@ static sp_status add_level(sp_slide *s, ndpi_level *nl, const ndpi_stream *ns, c
     return sp_slide_add_level(s, &l, err);
 }
 
+/* Whether directory d is a pyramid level (SourceLens > 0) of some focal plane. */
+static bool is_level_dir(const sp_tiff *t, const sp_tiff_dir *d) {
+    return dir_number(t, d, NDPI_TAG_SOURCE_LENS, 0) > 0 && d->width > 0 && d->height > 0;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The focal planes: the distinct Z offsets of the pyramid directories, numbered from the one
+ * nearest 0 (the plane OpenSlide shows, so the default), then the others by increasing offset.
+ * Sets the slide's count and *z to the offset of the plane asked for; false when there is no
+ * such plane (the slide layer names it). */
+static bool chosen_plane(sp_slide *s, const sp_tiff *t, double *z) {
+    double *offsets = malloc((t->n_dirs + 1) * sizeof *offsets);
+    size_t n = 0;
+    for (uint32_t i = 0; offsets != NULL && i < t->n_dirs; i++) {
+        if (is_level_dir(t, &t->dirs[i])) {
+            offsets[n++] = dir_number(t, &t->dirs[i], NDPI_TAG_Z_OFFSET, 0);
+        }
+    }
+    if (offsets == NULL || n == 0) {
+        free(offsets);
+        *z = 0; /* out of memory, or no level: the open reports that */
+        return true;
+    }
+    qsort(offsets, n, sizeof *offsets, compare_doubles);
+    size_t distinct = 0, home = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (distinct == 0 || offsets[i] != offsets[distinct - 1]) {
+            offsets[distinct++] = offsets[i];
+            if (fabs(offsets[distinct - 1]) < fabs(offsets[home])) {
+                home = distinct - 1;
+            }
+        }
+    }
+    s->plane_count[SP_PLANE_Z] = (int64_t)distinct;
+    int64_t k = s->plane[SP_PLANE_Z];
+    bool found = k < (int64_t)distinct;
+    if (found) {
+        *z = k == 0 ? offsets[home] : offsets[(size_t)k <= home ? k - 1 : k];
+    }
+    free(offsets);
+    return found;
+}
+
 static sp_status ndpi_open(sp_slide *s, sp_probe *p, sp_err *err) {
     sp_tiff_slide_adopt(s, p);
     s->ops = &ndpi_ops;
@@ -493,6 +545,10 @@ static sp_status ndpi_open(sp_slide *s, sp_probe *p, sp_err *err) {
     if (nd == NULL || nd->streams == NULL || nd->levels == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory opening an NDPI slide");
     }
+    double z = 0;
+    if (!chosen_plane(s, t, &z)) {
+        return SP_OK; /* the slide layer names the missing plane */
+    }
     sp_status st = SP_OK;
     double lens0 = 0;
     uint32_t smallest = 0; /* the stream whose DCT-scaled views make three more levels */
@@ -504,8 +560,7 @@ static sp_status ndpi_open(sp_slide *s, sp_probe *p, sp_err *err) {
             st = sp_tiff_slide_add_associated(s, "macro", d, err);
             continue;
         }
-        if (!(lens > 0) || d->width == 0 || d->height == 0 ||
-            dir_number(t, d, NDPI_TAG_Z_OFFSET, 0) != 0) {
+        if (!is_level_dir(t, d) || dir_number(t, d, NDPI_TAG_Z_OFFSET, 0) != z) {
             continue; /* the map (lens -2), other focal planes */
         }
         ndpi_stream *ns = &nd->streams[nd->n_streams];

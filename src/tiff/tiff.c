@@ -187,13 +187,25 @@ static void dir_free(sp_tiff_dir *dir) {
     memset(dir, 0, sizeof *dir);
 }
 
-/* Read one entry's value bytes (inline or out of line) into a fresh allocation. */
+/* Read one entry's value bytes (inline or out of line) into a fresh allocation. `high` is the
+ * high half NDPI gives its 32-bit value field (0 elsewhere): of the value offset, or of a single
+ * inline LONG, which then becomes a LONG8. */
 static sp_status load_entry_value(parse_state *ps, sp_tiff_entry *e, const uint8_t *value_field,
-                                  sp_err *err) {
+                                  uint32_t high, sp_err *err) {
     sp_tiff *t = ps->tiff;
     unsigned tsize = type_size(e->type);
     if (tsize == 0) {
         return SP_OK; /* unknown type: keep the tag, no value */
+    }
+    uint8_t widened[8];
+    if (high != 0 && e->count == 1 && (e->type == 4 || e->type == 13)) { /* LONG, IFD */
+        memcpy(widened, value_field, 4); /* NDPI is little-endian: the low half first */
+        for (int i = 0; i < 4; i++) {
+            widened[4 + i] = (uint8_t)(high >> (8 * i));
+        }
+        e->type = 16; /* LONG8 */
+        tsize = 8;
+        value_field = widened;
     }
     uint64_t size;
     if (!sp_mul_u64(e->count, tsize, &size) ||
@@ -214,12 +226,13 @@ static sp_status load_entry_value(parse_state *ps, sp_tiff_entry *e, const uint8
     }
     e->data[size] = 0;
     e->size = size;
-    unsigned inline_max = t->bigtiff ? 8 : 4;
+    unsigned inline_max = t->bigtiff || value_field == widened ? 8 : 4;
     if (size <= inline_max) {
         memcpy(e->data, value_field, (size_t)size);
         return SP_OK;
     }
-    uint64_t offset = t->bigtiff ? rd64(t, value_field) : rd32(t, value_field);
+    uint64_t offset =
+        t->bigtiff ? rd64(t, value_field) : (uint64_t)high << 32 | rd32(t, value_field);
     return sp_source_read(t->src, offset, e->data, (size_t)size, err);
 }
 
@@ -417,8 +430,12 @@ static sp_status parse_ifd(parse_state *ps, uint64_t offset, int depth, sp_tiff_
         return sp_err_set(err, SP_E_CORRUPT, "TIFF directory at %llu has %llu entries",
                           (unsigned long long)offset, (unsigned long long)n);
     }
-    unsigned next_size = t->bigtiff ? 8 : 4;
+    unsigned next_size = t->bigtiff || t->ndpi ? 8 : 4;
     size_t table_size = (size_t)n * entry_size + next_size; /* entries + next-IFD offset */
+    /* NDPI's high halves of the value fields follow; a file that ends before them has none. */
+    bool highs =
+        t->ndpi && offset + count_size + table_size + (uint64_t)n * 4 <= sp_source_size(t->src);
+    table_size += highs ? (size_t)n * 4 : 0;
     uint8_t *table = malloc(table_size);
     if (table == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory reading a TIFF directory");
@@ -436,11 +453,12 @@ static sp_status parse_ifd(parse_state *ps, uint64_t offset, int depth, sp_tiff_
         e->tag = rd16(t, p);
         e->type = rd16(t, p + 2);
         e->count = t->bigtiff ? rd64(t, p + 4) : rd32(t, p + 4);
-        st = load_entry_value(ps, e, p + (t->bigtiff ? 12 : 8), err);
+        uint32_t high = highs ? rd32(t, table + n * entry_size + next_size + i * 4) : 0;
+        st = load_entry_value(ps, e, p + (t->bigtiff ? 12 : 8), high, err);
     }
     if (st == SP_OK) {
         const uint8_t *np = table + n * entry_size;
-        *next = t->bigtiff ? rd64(t, np) : rd32(t, np);
+        *next = next_size == 8 ? rd64(t, np) : rd32(t, np);
     }
     free(table);
     if (st != SP_OK) {
@@ -452,6 +470,46 @@ static sp_status parse_ifd(parse_state *ps, uint64_t offset, int depth, sp_tiff_
         st = parse_subifds(ps, d, depth, err);
     }
     return st;
+}
+
+/* Whether the classic-TIFF directory at `offset` holds tag `tag` (false when it does not read). */
+static bool dir_has_tag(const sp_tiff *t, uint64_t offset, uint16_t tag) {
+    uint8_t cbuf[2];
+    sp_err ignored = {0};
+    if (offset < 8 || sp_source_read(t->src, offset, cbuf, 2, &ignored) != SP_OK) {
+        return false;
+    }
+    unsigned n = rd16(t, cbuf);
+    uint8_t *table = n > 0 && n <= SP_TIFF_MAX_ENTRIES ? malloc((size_t)n * 12) : NULL;
+    bool found = false;
+    if (table != NULL &&
+        sp_source_read(t->src, offset + 2, table, (size_t)n * 12, &ignored) == SP_OK) {
+        for (unsigned i = 0; i < n && !found; i++) {
+            found = rd16(t, table + i * 12) == tag;
+        }
+    }
+    free(table);
+    return found;
+}
+
+/* Whether a little-endian classic TIFF past 4 GiB is an NDPI with 64-bit offsets (its first
+ * directory holds tag 65420), and where that directory is: the header's offset read as 8 bytes,
+ * as NDPI writes it, when that names an NDPI directory, else the classic 4-byte one (*first).
+ * Below 4 GiB every high half is 0 and the classic reading gives the same offsets; so it is
+ * kept there, as tifffile does, for files that carry the NDPI tags in classic TIFF's layout.
+ * `head` is the header's first 16 bytes. */
+static void detect_ndpi(sp_tiff *t, const uint8_t *head, uint64_t *first) {
+    if (t->big_endian || sp_source_size(t->src) <= UINT32_MAX) {
+        return;
+    }
+    uint64_t wide = rd64(t, head + 4);
+    if (wide != *first && wide < sp_source_size(t->src) &&
+        dir_has_tag(t, wide, SP_TAG_NDPI_FORMAT_FLAG)) {
+        t->ndpi = true;
+        *first = wide;
+    } else {
+        t->ndpi = dir_has_tag(t, *first, SP_TAG_NDPI_FORMAT_FLAG);
+    }
 }
 
 sp_status sp_tiff_open(sp_source *src, const sp_limits *limits, sp_tiff **out, sp_err *err) {
@@ -486,6 +544,7 @@ sp_status sp_tiff_open(sp_source *src, const sp_limits *limits, sp_tiff **out, s
         first = rd64(t, head + 8);
     } else {
         first = rd32(t, head + 4);
+        detect_ndpi(t, head, &first); /* past 4 GiB: all 16 bytes of head were read */
     }
     parse_state ps = {.tiff = t};
     uint64_t offset = first;

@@ -52,6 +52,7 @@ enum {
     SP_TAG_YCBCR_SUBSAMPLING = 530,
     SP_TAG_REFERENCE_BLACK_WHITE = 532,
     SP_TAG_COPYRIGHT = 33432,
+    SP_TAG_NDPI_FORMAT_FLAG = 65420, /* Hamamatsu NDPI's first tag (sp_tiff.ndpi) */
 };
 
 /* Compression codes. */
@@ -122,6 +123,10 @@ typedef struct sp_tiff {
     sp_limits limits;
     bool big_endian;
     bool bigtiff;
+    /* Hamamatsu NDPI past 4 GiB: classic TIFF whose first directory holds tag 65420, with 64-bit
+     * offsets (the header's and each next-directory offset are 8 bytes, and 4 bytes after each
+     * directory per entry hold the high half of its value or value offset). */
+    bool ndpi;
     uint32_t n_dirs; /* main chain, in file order */
     sp_tiff_dir *dirs;
 } sp_tiff;

@@ -1,15 +1,19 @@
 """Hamamatsu NDPI beyond the OpenSlide oracle (tests/data/test_openslide_oracle.py checks the
 shared file's facts and pixels): a level's restart intervals are found by reading the strip when
 the McuStarts tag (65426) is absent or does not fit the level, with the same pixels; a level
-stored as one JPEG without restart markers (written here with tifffile) reads at every scale."""
+stored as one JPEG without restart markers (written here with tifffile) reads at every scale;
+the shared file moved past 4 GiB (NDPI's 64-bit offsets, in a sparse file) reads as before and
+as OpenSlide 4 reads it; a z-stack's every focal plane equals its strip decoded by libjpeg."""
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 tifffile = pytest.importorskip("tifffile", reason="tifffile finds the NDPI tags to patch")
 
@@ -141,10 +145,6 @@ def test_level_without_markers_reads_at_every_scale(height, width, samples, tmp_
     draft mode). Found by fuzz/fuzz_ndpi.c: a 7x15 image made a tile of width 0 at 1/8
     (a division by zero, SIGFPE), and an odd width made the scaled levels one tile too many
     (their last column failed to read)."""
-    import io
-
-    from PIL import Image
-
     path = _ndpi_without_markers(tmp_path / "plain.ndpi", height, width, samples)
     levels = sp.info(path)["levels"]
     assert len(levels) == 4
@@ -163,3 +163,171 @@ def test_level_without_markers_reads_at_every_scale(height, width, samples, tmp_
             assert np.array_equal(got[..., :3], np.asarray(img.convert("RGB"))), f"1/{scale}"
         else:
             assert (width, scale) == (7, 8), (img.size, scale)
+
+
+# ---- files past 4 GiB: NDPI's 64-bit offsets ---------------------------------------------------
+
+TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 16: 8}
+
+
+def _directories(data: bytes):
+    """[(tag, type, count, value bytes)] of each directory of an NDPI under 4 GiB."""
+    dirs, off = [], struct.unpack_from("<I", data, 4)[0]
+    while off:
+        n = struct.unpack_from("<H", data, off)[0]
+        entries = []
+        for i in range(n):
+            tag, typ, count, field = struct.unpack_from("<HHI4s", data, off + 2 + 12 * i)
+            size = TYPE_SIZES[typ] * count
+            at = struct.unpack("<I", field)[0]
+            entries.append((tag, typ, count, field[:size] if size <= 4 else data[at:at + size]))
+        dirs.append(entries)
+        off = struct.unpack_from("<I", data, off + 2 + 12 * n)[0]  # the low half: under 4 GiB
+    return dirs
+
+
+def _past_4gib(src: Path, dst: Path, corrupt_high=None) -> Path:
+    """src rewritten as NDPI lays out a file past 4 GiB: a hole of 4 GiB after the header (a
+    sparse file: it takes no disk), then for each directory its strip, its out-of-line values and
+    the directory itself, every offset 64-bit: the header's and each next-directory offset are 8
+    bytes, and after each directory come the high halves of its entries' value fields. Every
+    offset past the hole has a high half of 1. `corrupt_high` (a tag) gets a high half of 9."""
+    data = src.read_bytes()
+    pos = 16 + (1 << 32)
+    with open(dst, "wb") as out:
+        out.write(b"II*\0" + bytes(12))
+        link = 4  # where the offset of the next directory goes
+        for entries in _directories(data):
+            fields = []
+            for tag, typ, count, value in entries:
+                if tag == 273:  # StripOffsets, one strip: moved past the hole
+                    strip_len = next(struct.unpack("<I", v)[0] for t, _, _, v in entries if t == 279)
+                    start = struct.unpack("<I", value)[0]
+                    out.seek(pos)
+                    out.write(data[start:start + strip_len])
+                    wide = pos
+                    pos += strip_len
+                elif len(value) <= 4:
+                    wide = struct.unpack("<I", value.ljust(4, b"\0"))[0]
+                else:
+                    out.seek(pos)
+                    out.write(value)
+                    wide = pos
+                    pos += len(value) + len(value) % 2
+                high = 9 if tag == corrupt_high else wide >> 32
+                fields.append((tag, typ, count, wide & 0xFFFFFFFF, high))
+            at = pos
+            out.seek(link)
+            out.write(struct.pack("<Q", at))
+            out.seek(at)
+            out.write(struct.pack("<H", len(fields)))
+            for tag, typ, count, low, _ in fields:
+                out.write(struct.pack("<HHII", tag, typ, count, low))
+            link = out.tell()
+            out.write(bytes(8))
+            out.write(b"".join(struct.pack("<I", f[4]) for f in fields))
+            pos = out.tell()
+    return dst
+
+
+def test_past_4gib_equals_the_original_and_openslide(ndpi, tmp_path, sp):
+    """The shared NDPI moved past 4 GiB reads as the original does (every level's regions), and
+    as OpenSlide 4 reads the moved file; its facts and properties are OpenSlide's too."""
+    openslide = pytest.importorskip("openslide", reason="openslide-python is the oracle")
+    big = _past_4gib(ndpi, tmp_path / "big.ndpi")
+    assert big.stat().st_size > 1 << 32
+    _same_as_original(ndpi, big, sp)
+    info = sp.info(big)
+    with openslide.OpenSlide(str(big)) as slide:
+        assert openslide.OpenSlide.detect_format(str(big)) == "hamamatsu"
+        assert [(lv["width"], lv["height"]) for lv in info["levels"]] == list(slide.level_dimensions)
+        props = {k: v for k, v in slide.properties.items() if not k.startswith("openslide.")}
+        assert {k: info["properties"][k] for k in props} == props
+        for level, x, y, w, h in _regions(info):
+            want = np.asarray(slide.read_region((x, y), level, (w, h)))
+            got = sp.read_region(big, level, x, y, w, h)
+            assert np.array_equal(got, want), f"level {level} at ({x}, {y}) differs from OpenSlide"
+
+
+def test_past_4gib_with_a_wrong_high_half_fails_cleanly(ndpi, tmp_path, run):
+    big = _past_4gib(ndpi, tmp_path / "bad.ndpi", corrupt_high=273)
+    proc = run(["info", big])
+    assert proc.returncode == 1, proc
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and str(big) in lines[0] and "outside the file" in lines[0], lines
+
+
+# ---- focal planes ------------------------------------------------------------------------------
+
+Z_OFFSETS = (-1500, 0, 1500)  # nm, in file order; planes are numbered 0 (Z 0), -1500, 1500
+
+
+@pytest.fixture(scope="module")
+def z_stack(tmp_path_factory):
+    """An NDPI of three focal planes, each two levels (one JPEG strip each, written by tifffile),
+    every plane's pixels different; a macro image after them. Returns (path, {z offset: [level
+    arrays]}) with each level's strip as libjpeg decodes it."""
+    path = tmp_path_factory.mktemp("ndpi-z") / "z.ndpi"
+    rng = np.random.default_rng(5)
+    with tifffile.TiffWriter(path) as w:
+        for z in Z_OFFSETS:
+            base = rng.integers(0, 256, (96, 160, 3)).astype(np.uint8)
+            for scale in (1, 2):
+                tags = [(65420, "I", 1, 1, True), (65421, "f", 1, 20.0, True),
+                        (65422, "i", 1, 0, True), (65423, "i", 1, 0, True),
+                        (65424, "i", 1, z, True)]
+                w.write(base[::scale, ::scale].copy(), compression="jpeg", photometric="rgb",
+                        rowsperstrip=96 // scale, extratags=tags, metadata=None)
+        tags = [(65420, "I", 1, 1, True), (65421, "f", 1, -1.0, True)]
+        w.write(np.full((40, 64, 3), 200, np.uint8), compression="jpeg", photometric="rgb",
+                rowsperstrip=40, extratags=tags, metadata=None)
+    # tifffile takes a file with the NDPI tags for a 64-bit NDPI and cannot read this one back:
+    # each strip is decoded by libjpeg through Pillow instead.
+    data = path.read_bytes()
+    pages = []
+    for entries in _directories(data)[:6]:
+        value = {tag: struct.unpack("<I", v)[0] for tag, _, _, v in entries if tag in (273, 279)}
+        strip = data[value[273]:value[273] + value[279]]
+        pages.append(np.asarray(Image.open(io.BytesIO(strip)).convert("RGB")))
+    return path, {z: pages[2 * i:2 * i + 2] for i, z in enumerate(Z_OFFSETS)}
+
+
+def _plane_region(sp, path, level, w, h, z, tmp_path):
+    out = tmp_path / "plane.rgba"
+    args = ["region", path, "--level", level, "--x", 0, "--y", 0, "--width", w, "--height", h,
+            "-o", out]
+    sp.ok(args + (["--z", z] if z is not None else []))
+    return np.fromfile(out, dtype=np.uint8).reshape(h, w, 4)
+
+
+def test_every_focal_plane_equals_tifffile(z_stack, sp, tmp_path):
+    path, planes = z_stack
+    info = sp.info(path)
+    assert info["planes"] == {"z": 3, "c": 1, "t": 1} and info["plane"]["z"] == 0
+    assert [(lv["width"], lv["height"]) for lv in info["levels"][:2]] == [(160, 96), (80, 48)]
+    for index, z in enumerate((0, -1500, 1500)):
+        for level, want in enumerate(planes[z]):
+            h, w = want.shape[:2]
+            got = _plane_region(sp, path, level, w, h, index, tmp_path)
+            assert np.array_equal(got[..., :3], want), f"plane {index} (Z {z} nm) level {level}"
+            assert (got[..., 3] == 255).all()
+    default = _plane_region(sp, path, 0, 160, 96, None, tmp_path)
+    assert np.array_equal(default[..., :3], planes[0][0])
+
+
+def test_default_focal_plane_is_openslides(z_stack, sp):
+    """OpenSlide 4 shows the plane at Z offset 0 only: slidepipe's default plane is that one."""
+    openslide = pytest.importorskip("openslide", reason="openslide-python is the oracle")
+    path, _ = z_stack
+    with openslide.OpenSlide(str(path)) as slide:
+        want = np.asarray(slide.read_region((0, 0), 0, (160, 96)))
+        assert sp.info(path)["levels"][0]["width"] == slide.dimensions[0]
+    assert np.array_equal(sp.read_region(path, 0, 0, 0, 160, 96), want)
+
+
+def test_focal_plane_beyond_the_stack(z_stack, sp, tmp_path):
+    path, _ = z_stack
+    proc = sp.run(["region", path, "--level", 0, "--x", 0, "--y", 0, "--width", 8, "--height", 8,
+                   "-o", tmp_path / "x.png", "--z", 3])
+    assert proc.returncode == 1, sp.describe(proc)
+    assert str(path) in proc.stderr and "the slide has 3" in proc.stderr, proc.stderr
