@@ -89,6 +89,12 @@ static const wanted WANTED[] = {
     {TAG(0x7FE0, 0x0001), {0, 0}, 0, "OV", SP_DICOM_EXTENDED_OFFSET_TABLE},
     {TAG(0x7FE0, 0x0002), {0, 0}, 0, "OV", SP_DICOM_EXTENDED_OFFSET_TABLE_LENGTHS},
     {TAG(0x0028, 0x2000), {TAG(0x0048, 0x0105), 0}, 1, "OB", SP_DICOM_ICC_PROFILE},
+    {TAG(0x0048, 0x0106), {TAG(0x0048, 0x0105), 0}, 1, "SH", SP_DICOM_OPTICAL_PATH_IDENTIFIER},
+    {TAG(0x0040, 0x074A),
+     {TAG(0x5200, 0x9229), TAG_PLANE_POSITION_SLIDE},
+     2,
+     "DS",
+     SP_DICOM_SHARED_Z_OFFSET},
 };
 
 /* Sequences on the paths above: in implicit VR a defined-length value is only known to be a

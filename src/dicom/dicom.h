@@ -68,6 +68,8 @@ typedef enum sp_dicom_attr {
     SP_DICOM_EXTENDED_OFFSET_TABLE,           /* (7FE0,0001) */
     SP_DICOM_EXTENDED_OFFSET_TABLE_LENGTHS,   /* (7FE0,0002) */
     SP_DICOM_ICC_PROFILE,                     /* (0048,0105)[0] > (0028,2000) */
+    SP_DICOM_OPTICAL_PATH_IDENTIFIER,         /* (0048,0105)[0] > (0048,0106) */
+    SP_DICOM_SHARED_Z_OFFSET,                 /* (5200,9229)[0] > (0048,021A)[0] > (0040,074A) */
     SP_DICOM_ATTR_COUNT_
 } sp_dicom_attr;
 

@@ -5,6 +5,9 @@
  * series). ImageType value 3 sorts the instances: VOLUME instances are the pyramid levels (one
  * per TotalPixelMatrixColumns x Rows; a level split over a concatenation is joined), LABEL,
  * OVERVIEW and THUMBNAIL become the associated images "label", "macro" and "thumbnail".
+ * Focal planes and optical paths (sp_options_set_plane) are frames of a TILED_FULL instance
+ * (select_plane) or, where a level's instances differ in Z offset or optical path, instances
+ * (plane_instances).
  *
  * A level's tiles are its frames (Columns x Rows each). TILED_FULL instances store them in
  * row-major order, first focal plane and first optical path first, so frame = row * across +
@@ -20,6 +23,7 @@
  * such as the wsi2dcm conversion of CMU-1-Small-Region (docs/testing.md, "DICOM").
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +57,10 @@ typedef struct instance {
     char sop[UID_MAX];
     char flavor[24]; /* ImageType value 3 */
     int64_t width, height;
+    /* Its plane, where a level's planes are separate instances: the focal plane's Z offset
+     * (shared PlanePositionSlideSequence; 0 when absent) and the optical path's identifier. */
+    double z;
+    char path_id[UID_MAX];
 } instance;
 
 typedef struct tile_ref {
@@ -148,6 +156,10 @@ static sp_status instance_load(const char *name, sp_source *src, const sp_limits
         !sp_dicom_int(in->dcm, SP_DICOM_TOTAL_PIXEL_MATRIX_ROWS, &in->height)) {
         in->width = in->height = -1;
     }
+    if (!sp_dicom_double(in->dcm, SP_DICOM_SHARED_Z_OFFSET, 0, &in->z) || !isfinite(in->z)) {
+        in->z = 0;
+    }
+    sp_dicom_string(in->dcm, SP_DICOM_OPTICAL_PATH_IDENTIFIER, 0, in->path_id, sizeof in->path_id);
     *out = in;
     return SP_OK;
 }
@@ -1016,9 +1028,13 @@ static const char *compression_name(codec_kind c) {
  * of another organisation has one of each: its frames are placed by position, first plane
  * first); the requested plane (s->plane) is shown where every level has it, and the slide layer
  * refuses it otherwise. Time points do not exist in WSI instances. */
-static sp_status select_plane(sp_slide *s, image *im, sp_err *err) {
+static sp_status select_plane(sp_slide *s, image *im, const int64_t instance_planes[2],
+                              sp_err *err) {
     int64_t focal = 1, paths = 1;
-    if (im->direct) {
+    if (instance_planes[0] * instance_planes[1] > 1) {
+        focal = instance_planes[0]; /* chosen with the instances (plane_instances) */
+        paths = instance_planes[1];
+    } else if (im->direct) {
         const sp_dicom *d = im->members[0]->dcm;
         sp_dicom_int(d, SP_DICOM_TOTAL_PIXEL_MATRIX_FOCAL_PLANES, &focal);
         sp_dicom_int(d, SP_DICOM_NUMBER_OF_OPTICAL_PATHS, &paths);
@@ -1028,8 +1044,8 @@ static sp_status select_plane(sp_slide *s, image *im, sp_err *err) {
     bool first = s->n_levels == 0;
     s->plane_count[0] = first || focal < s->plane_count[0] ? focal : s->plane_count[0];
     s->plane_count[1] = first || paths < s->plane_count[1] ? paths : s->plane_count[1];
-    if (!im->direct || s->plane[0] >= focal || s->plane[1] >= paths ||
-        (s->plane[0] == 0 && s->plane[1] == 0)) {
+    if (!im->direct || instance_planes[0] * instance_planes[1] > 1 || s->plane[0] >= focal ||
+        s->plane[1] >= paths || (s->plane[0] == 0 && s->plane[1] == 0)) {
         return SP_OK;
     }
     uint64_t tiles = (uint64_t)im->across * (uint64_t)im->down;
@@ -1044,6 +1060,63 @@ static sp_status select_plane(sp_slide *s, image *im, sp_err *err) {
                           (unsigned long long)in->dcm->n_frames);
     }
     im->frame_base = index * tiles;
+    return SP_OK;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int compare_path_ids(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The distinct values of n sorted items, kept in place; returns how many. */
+static size_t distinct(void *items, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    qsort(items, n, size, cmp);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *item = (char *)items + i * size;
+        if (kept == 0 || cmp((char *)items + (kept - 1) * size, item) != 0) {
+            memmove((char *)items + kept++ * size, item, size);
+        }
+    }
+    return kept;
+}
+
+/* Where a level's focal planes or optical paths are separate instances (same size, different
+ * Z offset or optical path identifier): count them (planes[0] the distinct Z offsets, from the
+ * lowest; planes[1] the distinct identifiers, in string order) and keep in same[0..*n) only the
+ * instances of the plane asked for (plane (0, 0) when it is beyond these counts: the slide layer
+ * refuses it). */
+static sp_status plane_instances(const sp_slide *s, instance **same, uint32_t *n, int64_t planes[2],
+                                 sp_err *err) {
+    double *zs = malloc(*n * sizeof *zs);
+    const char **ids = malloc(*n * sizeof *ids);
+    if (zs == NULL || ids == NULL) {
+        free(zs);
+        free(ids);
+        return sp_err_set(err, SP_E_NOMEM, "out of memory opening a DICOM level");
+    }
+    for (uint32_t i = 0; i < *n; i++) {
+        zs[i] = same[i]->z;
+        ids[i] = same[i]->path_id;
+    }
+    planes[0] = (int64_t)distinct(zs, *n, sizeof *zs, compare_doubles);
+    planes[1] = (int64_t)distinct(ids, *n, sizeof *ids, compare_path_ids);
+    bool asked = s->plane[0] < planes[0] && s->plane[1] < planes[1];
+    double z = zs[asked ? s->plane[0] : 0];
+    const char *id = ids[asked ? s->plane[1] : 0];
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        if (same[i]->z == z && strcmp(same[i]->path_id, id) == 0) {
+            same[kept++] = same[i];
+        }
+    }
+    *n = kept;
+    free(zs);
+    free(ids);
     return SP_OK;
 }
 
@@ -1062,32 +1135,41 @@ static sp_status add_levels(sp_slide *s, dicom_slide *ds, image **level0, sp_err
         if (used[i] || strcmp(a->flavor, "VOLUME") != 0) {
             continue;
         }
+        /* Every instance of this size (a copied file once), then those of the plane shown. */
         uint32_t g = 0;
         group[g++] = a;
         used[i] = true;
-        char concat_a[UID_MAX] = "";
-        sp_dicom_string(a->dcm, SP_DICOM_CONCATENATION_UID, 0, concat_a, sizeof concat_a);
-        for (uint32_t j = i + 1; st == SP_OK && j < n; j++) {
+        for (uint32_t j = i + 1; j < n; j++) {
             instance *b = ds->instances[j];
             if (used[j] || strcmp(b->flavor, "VOLUME") != 0 || b->width != a->width ||
                 b->height != a->height) {
                 continue;
             }
             used[j] = true;
+            bool copy = false;
+            for (uint32_t k = 0; k < g && b->sop[0] != '\0'; k++) {
+                copy = copy || strcmp(group[k]->sop, b->sop) == 0;
+            }
+            if (!copy) {
+                group[g++] = b;
+            }
+        }
+        int64_t instance_planes[2] = {1, 1};
+        st = plane_instances(s, group, &g, instance_planes, err);
+        a = group[0];
+        char concat_a[UID_MAX] = "";
+        sp_dicom_string(a->dcm, SP_DICOM_CONCATENATION_UID, 0, concat_a, sizeof concat_a);
+        for (uint32_t j = 1; st == SP_OK && j < g; j++) {
+            instance *b = group[j];
             char concat_b[UID_MAX] = "";
             sp_dicom_string(b->dcm, SP_DICOM_CONCATENATION_UID, 0, concat_b, sizeof concat_b);
-            if (a->sop[0] != '\0' && strcmp(a->sop, b->sop) == 0) {
-                continue; /* the same instance twice (a copied file) */
-            }
             if (concat_a[0] == '\0' || strcmp(concat_a, concat_b) != 0) {
                 st = sp_err_set(err, SP_E_UNSUPPORTED,
-                                "%s and %s both hold a %lldx%lld level and are not parts of one "
-                                "concatenation (several focal planes or optical paths in separate "
-                                "instances are not read)",
-                                a->name, b->name, (long long)a->width, (long long)a->height);
-                break;
+                                "%s and %s both hold the %lldx%lld level's focal plane at Z %g and "
+                                "optical path \"%s\" and are not parts of one concatenation",
+                                a->name, b->name, (long long)a->width, (long long)a->height, a->z,
+                                a->path_id);
             }
-            group[g++] = b;
         }
         image *im = NULL;
         if (st == SP_OK) {
@@ -1097,7 +1179,7 @@ static sp_status add_levels(sp_slide *s, dicom_slide *ds, image **level0, sp_err
             st = keep_image(ds, im, err);
         }
         if (st == SP_OK) {
-            st = select_plane(s, im, err);
+            st = select_plane(s, im, instance_planes, err);
         }
         if (st == SP_OK) {
             sp_level l = {.width = im->width,

@@ -227,3 +227,66 @@ def test_dicom_plane_beyond(dicom_planes, sp, tmp_path):
                    "--height", 8, "-o", tmp_path / "x.png", "--z", 2])
     assert proc.returncode == 1, sp.describe(proc)
     assert "focal plane (z) 2: the slide has 2" in proc.stderr and str(dicom_planes) in proc.stderr
+
+
+# ---- DICOM: focal planes and optical paths as separate instances -------------------------------
+
+SEPARATE = {"a.dcm": (2.0, "1"), "b.dcm": (-1.0, "1"), "c.dcm": (2.0, "2"), "d.dcm": (-1.0, "2")}
+
+
+@pytest.fixture(scope="module")
+def dicom_plane_instances(testdata, tmp_path_factory):
+    """The shared one-instance DICOM level written with pydicom as four instances of one series,
+    one a plane: focal planes at Z offset 2.0 and -1.0 mm (in SharedFunctionalGroupsSequence >
+    PlanePositionSlideSequence) x optical paths "1" and "2", each instance holding the frames in
+    a different order; the file names do not follow the planes' order."""
+    pydicom = pytest.importorskip("pydicom", reason="pydicom writes the DICOM files")
+    from pydicom.dataset import Dataset
+    from pydicom.encaps import encapsulate, generate_frames
+    from pydicom.sequence import Sequence
+    from pydicom.uid import generate_uid
+
+    source = testdata / CAMELYON
+    if not source.is_file():
+        pytest.skip(f"{CAMELYON} is not in the shared test data")
+    folder = tmp_path_factory.mktemp("dicom-plane-instances")
+    for k, (name, (z, path_id)) in enumerate(SEPARATE.items()):
+        ds = pydicom.dcmread(source)
+        n = int(ds.NumberOfFrames)
+        frames = list(generate_frames(ds.PixelData, number_of_frames=n))
+        ds.PixelData = encapsulate([frames[(i * (2 * k + 1) + k) % n] for i in range(n)])
+        ds["PixelData"].is_undefined_length = True
+        ds.TotalPixelMatrixFocalPlanes = 1  # one plane an instance
+        ds.NumberOfOpticalPaths = 1
+        ds.SOPInstanceUID = generate_uid()
+        ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID
+        position = Dataset()
+        position.ZOffsetInSlideCoordinateSystem = z
+        shared = ds.SharedFunctionalGroupsSequence[0] if "SharedFunctionalGroupsSequence" in ds \
+            else Dataset()
+        shared.PlanePositionSlideSequence = Sequence([position])
+        ds.SharedFunctionalGroupsSequence = Sequence([shared])
+        optical = Dataset()
+        optical.OpticalPathIdentifier = path_id
+        ds.OpticalPathSequence = Sequence([optical])
+        ds.save_as(folder / name)
+    return folder
+
+
+def test_dicom_plane_instances_equal_pydicom(dicom_plane_instances, sp, info, tmp_path,
+                                            assert_same_pixels):
+    got = info(dicom_plane_instances)
+    assert got["planes"] == {"z": 2, "c": 2, "t": 1}
+    width, height = got["levels"][0]["width"], got["levels"][0]["height"]
+    by_plane = {(0 if z < 0 else 1, int(path_id) - 1): name
+                for name, (z, path_id) in SEPARATE.items()}
+    for (z, c), name in sorted(by_plane.items()):
+        want = _pydicom_plane(dicom_plane_instances / name, 0, 0)
+        pixels = _region(sp, dicom_plane_instances, 0, width, height, (z, c, None), tmp_path)
+        assert_same_pixels(pixels, want, f"DICOM focal plane {z}, optical path {c} ({name})")
+    first = _region(sp, dicom_plane_instances, 0, width, height, (None, None, None), tmp_path)
+    assert_same_pixels(first, _pydicom_plane(dicom_plane_instances / by_plane[(0, 0)], 0, 0),
+                       "default plane: the lowest Z offset, the first optical path")
+    proc = sp.run(["region", dicom_plane_instances, "--level", 0, "--x", 0, "--y", 0, "--width", 8,
+                   "--height", 8, "-o", tmp_path / "x.png", "--c", 2])
+    assert proc.returncode == 1 and "the slide has 2" in proc.stderr, sp.describe(proc)
