@@ -11,6 +11,7 @@
  */
 #include "dicom/dicom.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,9 @@
 #define TAG_PLANE_POSITION_SLIDE TAG(0x0048, 0x021A)
 #define TAG_COLUMN_POSITION TAG(0x0048, 0x021E)
 #define TAG_ROW_POSITION TAG(0x0048, 0x021F)
+#define TAG_Z_OFFSET TAG(0x0040, 0x074A)
+#define TAG_OPTICAL_PATH_ID_SEQ TAG(0x0048, 0x0207)
+#define TAG_OPTICAL_PATH_ID TAG(0x0048, 0x0106)
 #define UNDEFINED_LENGTH 0xFFFFFFFFu
 #define NO_END UINT64_MAX
 #define WINDOW (64 * 1024)
@@ -101,7 +105,8 @@ static const wanted WANTED[] = {
  * sequence from the dictionary. */
 static bool known_sequence(uint32_t tag) {
     return tag == TAG(0x0048, 0x0105) || tag == TAG(0x5200, 0x9229) || tag == TAG(0x0028, 0x9110) ||
-           tag == TAG_PER_FRAME || tag == TAG_PLANE_POSITION_SLIDE;
+           tag == TAG_PER_FRAME || tag == TAG_PLANE_POSITION_SLIDE ||
+           tag == TAG_OPTICAL_PATH_ID_SEQ;
 }
 
 /* VRs whose explicit encoding has 2 reserved bytes and a 4-byte length (PS3.5 table 7.1-1). */
@@ -309,7 +314,7 @@ static sp_status grow_positions(parser *p, uint64_t index) {
         memcpy(grown, d->positions, d->n_positions * sizeof *grown);
     }
     for (uint64_t i = d->n_positions; i < cap; i++) {
-        grown[i].column = grown[i].row = SP_DICOM_NO_POSITION;
+        grown[i] = (sp_dicom_position){.column = SP_DICOM_NO_POSITION, .row = SP_DICOM_NO_POSITION};
     }
     free(d->positions);
     d->positions = grown;
@@ -317,13 +322,45 @@ static sp_status grow_positions(parser *p, uint64_t index) {
     return SP_OK;
 }
 
-/* A column or row position inside PerFrameFunctionalGroupsSequence[i] >
- * PlanePositionSlideSequence[0]. */
+/* Whether the element being read sits in PerFrameFunctionalGroupsSequence[i] > `sequence`[0]. */
+static bool in_frame_group(const parser *p, uint32_t sequence) {
+    return p->sp == 4 && p->stack[1].tag == TAG_PER_FRAME && p->stack[3].tag == sequence &&
+           p->stack[4].index == 0 && p->stack[2].index < p->d->n_positions;
+}
+
+/* A frame's place inside PerFrameFunctionalGroupsSequence[i]: the column, row (SL) and Z offset
+ * (DS) of PlanePositionSlideSequence[0], the identifier (SH) of
+ * OpticalPathIdentificationSequence[0]. *kept: the element was one of these. */
 static sp_status keep_position(parser *p, uint32_t tag, const char vr[2], uint64_t pos,
-                               uint64_t len) {
-    if (p->sp != 4 || p->stack[1].tag != TAG_PER_FRAME ||
-        p->stack[3].tag != TAG_PLANE_POSITION_SLIDE || p->stack[4].index != 0 || len != 4 ||
-        !(vr_is(vr, "SL") || vr_is(vr, "UN"))) {
+                               uint64_t len, bool *kept) {
+    bool path = tag == TAG_OPTICAL_PATH_ID;
+    *kept = in_frame_group(p, path ? TAG_OPTICAL_PATH_ID_SEQ : TAG_PLANE_POSITION_SLIDE);
+    if (!*kept) {
+        return SP_OK;
+    }
+    sp_dicom_position *at = &p->d->positions[p->stack[2].index];
+    char text[17] = {0};
+    if (path || tag == TAG_Z_OFFSET) { /* SH or DS: up to 16 characters, space-padded */
+        sp_status st = len <= 16 ? rd(&p->r, pos, text, (size_t)len, p->err) : SP_OK;
+        if (st != SP_OK || len > 16) {
+            return st;
+        }
+        size_t n = strnlen(text, sizeof text - 1);
+        while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\0')) {
+            text[--n] = '\0';
+        }
+        size_t lead = strspn(text, " ");
+        if (path) {
+            memcpy(at->path_id, text + lead, n - lead + 1);
+            return SP_OK;
+        }
+        char *end = NULL;
+        double z = sp_strtod(text + lead, &end);
+        at->has_z = end != text + lead && *end == '\0' && isfinite(z);
+        at->z = at->has_z ? z : 0;
+        return SP_OK;
+    }
+    if (len != 4 || !(vr_is(vr, "SL") || vr_is(vr, "UN"))) {
         return SP_OK;
     }
     uint8_t b[4];
@@ -331,15 +368,11 @@ static sp_status keep_position(parser *p, uint32_t tag, const char vr[2], uint64
     if (st != SP_OK) {
         return st;
     }
-    uint64_t frame = p->stack[2].index;
-    if (frame >= p->d->n_positions) {
-        return SP_OK; /* grown when the item opened; cannot happen */
-    }
     int64_t v = (int32_t)le32(b);
     if (tag == TAG_COLUMN_POSITION) {
-        p->d->positions[frame].column = v;
+        at->column = v;
     } else {
-        p->d->positions[frame].row = v;
+        at->row = v;
     }
     return SP_OK;
 }
@@ -640,11 +673,13 @@ static sp_status parse_dataset(parser *p, uint64_t pos) {
             }
             return corrupt_at(p, pos, "an element overruns its item:", tag);
         }
-        if (tag == TAG_COLUMN_POSITION || tag == TAG_ROW_POSITION) {
-            if ((st = keep_position(p, tag, vr, value, len)) != SP_OK) {
-                return st;
-            }
-        } else {
+        bool kept = false;
+        if ((tag == TAG_COLUMN_POSITION || tag == TAG_ROW_POSITION || tag == TAG_Z_OFFSET ||
+             tag == TAG_OPTICAL_PATH_ID) &&
+            (st = keep_position(p, tag, vr, value, len, &kept)) != SP_OK) {
+            return st;
+        }
+        if (!kept) {
             const wanted *w = find_wanted(p, tag);
             if (w != NULL) {
                 /* Explicit VR says what the value is, except UN (an unknown-VR rewrite). */

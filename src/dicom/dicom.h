@@ -102,9 +102,14 @@ typedef struct sp_dicom_frame {
     uint32_t n_fragments;
 } sp_dicom_frame;
 
-/* A frame's PlanePositionSlideSequence position (1-based pixels); INT64_MIN where absent. */
+/* A frame's place, from its item of PerFrameFunctionalGroupsSequence: the
+ * PlanePositionSlideSequence position (1-based pixels; INT64_MIN where absent) and Z offset
+ * (has_z), and the OpticalPathIdentificationSequence's identifier ("" where absent). */
 typedef struct sp_dicom_position {
     int64_t column, row;
+    double z;
+    bool has_z;
+    char path_id[17]; /* SH: at most 16 characters */
 } sp_dicom_position;
 
 #define SP_DICOM_NO_POSITION INT64_MIN

@@ -6,8 +6,8 @@
  * per TotalPixelMatrixColumns x Rows; a level split over a concatenation is joined), LABEL,
  * OVERVIEW and THUMBNAIL become the associated images "label", "macro" and "thumbnail".
  * Focal planes and optical paths (sp_options_set_plane) are frames of a TILED_FULL instance
- * (select_plane) or, where a level's instances differ in Z offset or optical path, instances
- * (plane_instances).
+ * (select_plane), instances where a level's instances differ in Z offset or optical path
+ * (plane_instances), or frames placed one by one with their own (frame_plane).
  *
  * A level's tiles are its frames (Columns x Rows each). TILED_FULL instances store them in
  * row-major order, first focal plane and first optical path first, so frame = row * across +
@@ -81,6 +81,9 @@ typedef struct image {
     uint64_t frame_base; /* direct: the first frame of the plane shown (0: the first plane) */
     tile_ref *map; /* otherwise: sorted by tile, one entry per present tile */
     uint64_t n_map;
+    /* Focal planes and optical paths of frames placed one by one (TILED_SPARSE with per-frame
+     * Z offsets or optical path identifiers): their counts; {1, 1} otherwise. */
+    int64_t frame_planes[2];
 } image;
 
 typedef struct dicom_slide {
@@ -418,8 +421,61 @@ static int tile_ref_cmp(const void *a, const void *b) {
     return (x->frame > y->frame) - (x->frame < y->frame);
 }
 
-/* Map the frames of every member to tiles (sparse organisations and concatenations). */
-static sp_status build_tile_map(image *im, const sp_limits *limits, sp_err *err) {
+static size_t distinct(void *items, size_t n, size_t size, int (*cmp)(const void *, const void *));
+static int compare_doubles(const void *a, const void *b);
+static int compare_path_ids(const void *a, const void *b);
+
+/* The Z offset and optical path of the frames placed one by one that `plane` (z, c) asks for
+ * (plane (0, 0) when it is beyond them: the slide layer refuses it), counting the planes into
+ * im->frame_planes: z from the lowest offset, c in identifier order. A frame without a Z offset
+ * is at 0, one without an identifier on path "". */
+static sp_status frame_plane(image *im, const int64_t plane[2], double *z, const char **path_id,
+                             sp_err *err) {
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < im->n_members; k++) {
+        const sp_dicom *d = im->members[k]->dcm;
+        total += is_tiled_full(im->members[k]) ? 0
+                 : d->n_frames < d->n_positions ? d->n_frames
+                                                : d->n_positions;
+    }
+    double *zs = malloc((total ? total : 1) * sizeof *zs);
+    const char **ids = malloc((total ? total : 1) * sizeof *ids);
+    if (zs == NULL || ids == NULL) {
+        free(zs);
+        free(ids);
+        return sp_err_set(err, SP_E_NOMEM, "out of memory opening a DICOM level");
+    }
+    static const char none[] = "";
+    size_t n = 0;
+    for (uint32_t k = 0; k < im->n_members; k++) {
+        const sp_dicom *d = im->members[k]->dcm;
+        for (uint64_t i = 0; !is_tiled_full(im->members[k]) && i < d->n_frames &&
+                             i < d->n_positions;
+             i++, n++) {
+            zs[n] = d->positions[i].z; /* 0 where absent */
+            ids[n] = d->positions[i].path_id;
+        }
+    }
+    im->frame_planes[0] = n ? (int64_t)distinct(zs, n, sizeof *zs, compare_doubles) : 1;
+    im->frame_planes[1] = n ? (int64_t)distinct(ids, n, sizeof *ids, compare_path_ids) : 1;
+    bool asked = plane[0] < im->frame_planes[0] && plane[1] < im->frame_planes[1];
+    *z = n ? zs[asked ? plane[0] : 0] : 0;
+    *path_id = n ? ids[asked ? plane[1] : 0] : none;
+    free(zs);
+    free(ids); /* the identifiers point into the members' positions, which stay */
+    return SP_OK;
+}
+
+/* Map the frames of every member to tiles (sparse organisations and concatenations), only
+ * those of focal plane and optical path `plane` where frames are placed one by one. */
+static sp_status build_tile_map(image *im, const int64_t plane[2], const sp_limits *limits,
+                                sp_err *err) {
+    double want_z = 0;
+    const char *want_path = NULL;
+    sp_status planes = frame_plane(im, plane, &want_z, &want_path, err);
+    if (planes != SP_OK) {
+        return planes;
+    }
     uint64_t total = 0;
     for (uint32_t k = 0; k < im->n_members; k++) {
         total += im->members[k]->dcm->n_frames; /* each bounded by the frame limit */
@@ -451,6 +507,9 @@ static sp_status build_tile_map(image *im, const sp_limits *limits, sp_err *err)
                 continue;
             }
             placed++;
+            if (d->positions[i].z != want_z || strcmp(d->positions[i].path_id, want_path) != 0) {
+                continue; /* another focal plane or optical path */
+            }
             if (c < 1 || r < 1 || c > im->width || r > im->height) {
                 continue; /* outside the image: not a tile of this level */
             }
@@ -480,7 +539,7 @@ static sp_status build_tile_map(image *im, const sp_limits *limits, sp_err *err)
         return st;
     }
     qsort(im->map, n, sizeof *im->map, tile_ref_cmp);
-    /* The first frame of a tile wins: the first focal plane and optical path in file order. */
+    /* The first frame of a tile wins (frames of one plane placed twice). */
     uint64_t kept = 0;
     for (uint64_t i = 0; i < n; i++) {
         if (kept == 0 || im->map[kept - 1].tile != im->map[i].tile) {
@@ -500,13 +559,15 @@ static int member_cmp(const void *a, const void *b) {
 
 /* Build an image from its instances (all of one level, or one associated image). */
 static sp_status image_create(instance **members, uint32_t n, bool associated,
-                              const sp_limits *limits, image **out, sp_err *err) {
+                              const int64_t plane[2], const sp_limits *limits, image **out,
+                              sp_err *err) {
     *out = NULL;
     image *im = calloc(1, sizeof *im);
     if (im == NULL || (im->members = calloc(n, sizeof *im->members)) == NULL) {
         free(im);
         return sp_err_set(err, SP_E_NOMEM, "out of memory opening a DICOM level");
     }
+    im->frame_planes[0] = im->frame_planes[1] = 1;
     memcpy(im->members, members, n * sizeof *members);
     im->n_members = n;
     if (n > 1) {
@@ -566,7 +627,7 @@ static sp_status image_create(instance **members, uint32_t n, bool associated,
     if (st == SP_OK) {
         im->direct = n == 1 && is_tiled_full(im->members[0]);
         if (!im->direct) {
-            st = build_tile_map(im, limits, err);
+            st = build_tile_map(im, plane, limits, err);
         }
     }
     if (st != SP_OK) {
@@ -1032,7 +1093,8 @@ static sp_status select_plane(sp_slide *s, image *im, const int64_t instance_pla
                               sp_err *err) {
     int64_t focal = 1, paths = 1;
     if (instance_planes[0] * instance_planes[1] > 1) {
-        focal = instance_planes[0]; /* chosen with the instances (plane_instances) */
+        focal = instance_planes[0]; /* chosen with the instances or frames (plane_instances,
+                                     * frame_plane) */
         paths = instance_planes[1];
     } else if (im->direct) {
         const sp_dicom *d = im->members[0]->dcm;
@@ -1173,10 +1235,20 @@ static sp_status add_levels(sp_slide *s, dicom_slide *ds, image **level0, sp_err
         }
         image *im = NULL;
         if (st == SP_OK) {
-            st = image_create(group, g, false, &s->limits, &im, err);
+            st = image_create(group, g, false, s->plane, &s->limits, &im, err);
         }
         if (st == SP_OK) {
             st = keep_image(ds, im, err);
+        }
+        if (st == SP_OK && im->frame_planes[0] * im->frame_planes[1] > 1) {
+            if (instance_planes[0] * instance_planes[1] > 1) {
+                st = sp_err_set(err, SP_E_UNSUPPORTED,
+                                "%s: a level with planes both in separate instances and frame by "
+                                "frame",
+                                a->name);
+            }
+            instance_planes[0] = im->frame_planes[0]; /* chosen in build_tile_map */
+            instance_planes[1] = im->frame_planes[1];
         }
         if (st == SP_OK) {
             st = select_plane(s, im, instance_planes, err);
@@ -1211,7 +1283,8 @@ static sp_status add_associated_images(sp_slide *s, dicom_slide *ds, sp_err *err
         }
         image *im = NULL;
         sp_err ignored = {0};
-        if (image_create(&in, 1, true, &s->limits, &im, &ignored) != SP_OK) {
+        static const int64_t first_plane[2] = {0, 0};
+        if (image_create(&in, 1, true, first_plane, &s->limits, &im, &ignored) != SP_OK) {
             continue;
         }
         st = keep_image(ds, im, err);

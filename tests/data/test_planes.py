@@ -187,8 +187,9 @@ def dicom_planes(testdata, tmp_path_factory):
     return path
 
 
-def _pydicom_plane(path, z, c):
-    """Plane (z, c) laid out from pydicom's pixel_array frames, cropped to the total matrix."""
+def _pydicom_plane(path, z, c, frame_order=None):
+    """Plane (z, c) laid out from pydicom's pixel_array frames, cropped to the total matrix; with
+    `frame_order`, tile t is frame frame_order[t] of the file."""
     import pydicom
 
     ds = pydicom.dcmread(path)
@@ -197,12 +198,13 @@ def _pydicom_plane(path, z, c):
     tw, th = int(ds.Columns), int(ds.Rows)
     across, down = -(-width // tw), -(-height // th)
     tiles = across * down
-    focal = int(ds.TotalPixelMatrixFocalPlanes)
+    focal = int(ds.get("TotalPixelMatrixFocalPlanes", 1))
     first = (c * focal + z) * tiles
     image = np.zeros((down * th, across * tw, 3), dtype=np.uint8)
     for t in range(tiles):
         row, col = divmod(t, across)
-        image[row * th:(row + 1) * th, col * tw:(col + 1) * tw] = arr[first + t]
+        frame = frame_order[t] if frame_order is not None else first + t
+        image[row * th:(row + 1) * th, col * tw:(col + 1) * tw] = arr[frame]
     return _as_rgba(image[:height, :width])
 
 
@@ -290,3 +292,77 @@ def test_dicom_plane_instances_equal_pydicom(dicom_plane_instances, sp, info, tm
     proc = sp.run(["region", dicom_plane_instances, "--level", 0, "--x", 0, "--y", 0, "--width", 8,
                    "--height", 8, "-o", tmp_path / "x.png", "--c", 2])
     assert proc.returncode == 1 and "the slide has 2" in proc.stderr, sp.describe(proc)
+
+
+# ---- DICOM: focal planes and optical paths placed frame by frame (TILED_SPARSE) ----------------
+
+SPARSE_PLANES = [(0.5, "1"), (-0.5, "1"), (0.5, "2"), (-0.5, "2")]  # (Z offset, path), k order
+
+
+@pytest.fixture(scope="module")
+def dicom_sparse_planes(testdata, tmp_path_factory):
+    """The shared one-instance DICOM level rewritten with pydicom as one TILED_SPARSE instance of
+    2 focal planes x 2 optical paths: each frame placed by its PerFrameFunctionalGroupsSequence
+    item (PlanePositionSlideSequence column, row and Z offset; OpticalPathIdentificationSequence),
+    the frames of all planes interleaved in the file, each plane holding the original frames in a
+    different order. Returns (path, {(z index, c index): [original frame index per tile]})."""
+    pydicom = pytest.importorskip("pydicom", reason="pydicom writes the DICOM file")
+    from pydicom.dataset import Dataset
+    from pydicom.encaps import encapsulate, generate_frames
+    from pydicom.sequence import Sequence
+
+    source = testdata / CAMELYON
+    if not source.is_file():
+        pytest.skip(f"{CAMELYON} is not in the shared test data")
+    ds = pydicom.dcmread(source)
+    n = int(ds.NumberOfFrames)
+    frames = list(generate_frames(ds.PixelData, number_of_frames=n))
+    across = -(-int(ds.TotalPixelMatrixColumns) // int(ds.Columns))
+    out, groups, layout = [], [], {}
+    for t in range(n):  # tile by tile, the four planes' frames next to each other
+        for k, (z, path_id) in enumerate(SPARSE_PLANES):
+            source_frame = (t * (2 * k + 1) + k) % n
+            key = (0 if z < 0 else 1, int(path_id) - 1)
+            layout.setdefault(key, []).append(source_frame)
+            out.append(frames[source_frame])
+            position = Dataset()
+            position.ColumnPositionInTotalImagePixelMatrix = (t % across) * int(ds.Columns) + 1
+            position.RowPositionInTotalImagePixelMatrix = (t // across) * int(ds.Rows) + 1
+            position.ZOffsetInSlideCoordinateSystem = z
+            optical = Dataset()
+            optical.OpticalPathIdentifier = path_id
+            group = Dataset()
+            group.PlanePositionSlideSequence = Sequence([position])
+            group.OpticalPathIdentificationSequence = Sequence([optical])
+            groups.append(group)
+    ds.PixelData = encapsulate(out)
+    ds["PixelData"].is_undefined_length = True
+    ds.NumberOfFrames = len(out)
+    ds.DimensionOrganizationType = "TILED_SPARSE"
+    ds.TotalPixelMatrixFocalPlanes = 2
+    ds.NumberOfOpticalPaths = 2
+    ds.PerFrameFunctionalGroupsSequence = Sequence(groups)
+    paths = []
+    for c in range(2):
+        item = Dataset()
+        item.OpticalPathIdentifier = str(c + 1)
+        paths.append(item)
+    ds.OpticalPathSequence = Sequence(paths)
+    path = tmp_path_factory.mktemp("dicom-sparse-planes") / "sparse.dcm"
+    ds.save_as(path)
+    return path, layout
+
+
+def test_dicom_sparse_planes_equal_pydicom(dicom_sparse_planes, testdata, sp, info, tmp_path,
+                                           assert_same_pixels):
+    path, layout = dicom_sparse_planes
+    got = info(path)
+    assert got["planes"] == {"z": 2, "c": 2, "t": 1}
+    width, height = got["levels"][0]["width"], got["levels"][0]["height"]
+    for (z, c), order in sorted(layout.items()):
+        want = _pydicom_plane(testdata / CAMELYON, 0, 0, frame_order=order)
+        pixels = _region(sp, path, 0, width, height, (z, c, None), tmp_path)
+        assert_same_pixels(pixels, want, f"DICOM TILED_SPARSE focal plane {z}, optical path {c}")
+    first = _region(sp, path, 0, width, height, (None, None, None), tmp_path)
+    want = _pydicom_plane(testdata / CAMELYON, 0, 0, frame_order=layout[(0, 0)])
+    assert_same_pixels(first, want, "default plane: the lowest Z offset, the first optical path")
