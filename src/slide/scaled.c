@@ -9,8 +9,8 @@
  * painter at 1/s, then each output pixel is the average of the source pixels weighted by how
  * much of each its interval covers (separable: rows first, then columns), alpha-weighted so
  * that transparent pixels (outside the slide) do not darken their neighbours. With f = 1 and
- * whole-pixel offsets this is an exact copy. docs/reading.md says how DCT scaling differs from
- * this average.
+ * whole-pixel offsets this is an exact copy, and is made as one (exact_copy). docs/reading.md
+ * says how DCT scaling differs from this average.
  *
  * The source is painted in bands of whole tile rows, top to bottom, and each painted row is
  * added to the output rows it falls in, which are written as soon as they are complete: memory
@@ -176,6 +176,26 @@ static void add_source_row(scaler *c, int64_t r, const uint8_t *in) {
     }
 }
 
+/* A read whose pixels are whole source pixels (f = 1, whole-pixel offsets: the patch reads of a
+ * training loader at a level's own downsample): what the average gives, without it. Each output
+ * pixel is then its one source pixel, except that the average gives a pixel of alpha 0 as
+ * (0, 0, 0, 0); RGB8 composites both the same way. */
+static sp_status exact_copy(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
+                            int32_t level, unsigned scale, int64_t x, int64_t y, int64_t w,
+                            int64_t h) {
+    sp_status st = sp_slide_read_level_area(s, fmt, dst, stride, level, scale, x, y, w, h, 0);
+    for (int64_t j = 0; st == SP_OK && fmt == SP_PIXEL_RGBA8 && j < h; j++) {
+        uint8_t *row = (uint8_t *)dst + j * stride;
+        for (int64_t i = 0; i < w; i++) {
+            uint8_t *px = row + i * 4;
+            if (px[3] == 0) {
+                memset(px, 0, 4);
+            }
+        }
+    }
+    return st;
+}
+
 /* The scaled read behind both entry points: rows go to dst, or to sink when it is set. */
 static sp_status read_scaled(sp_slide *s, sp_pixel_format fmt, void *dst, int64_t stride,
                              sp_row_sink sink, void *user, double downsample, int64_t x,
@@ -216,6 +236,10 @@ static sp_status read_scaled(sp_slide *s, sp_pixel_format fmt, void *dst, int64_
             memset((uint8_t *)dst + j * stride, 0, (size_t)(w * bpp));
         }
         return SP_E_LIMIT;
+    }
+    if (f == 1.0 && u0 == floor(u0) && v0 == floor(v0) && sink == NULL &&
+        (fmt == SP_PIXEL_RGB8 || fmt == SP_PIXEL_RGBA8)) {
+        return exact_copy(s, fmt, dst, stride, level, scale, (int64_t)u0, (int64_t)v0, w, h);
     }
     scaler c = {.s = s, .fmt = fmt, .dst = dst, .stride = stride, .w = w, .h = h, .f = f,
                 .sink = sink, .user = user};

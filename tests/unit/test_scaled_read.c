@@ -4,12 +4,16 @@
  * level). Where no DCT scaling applies (Deflate tiles, downsamples below 2 from the level) the
  * two must agree to rounding (at most 1); at a level's own downsample they must be identical to
  * sp_slide_read_region. On a JPEG slide the DCT-scaled result is compared with the average of
- * the full decode and the difference printed (docs/reading.md quotes it). */
+ * the full decode and the difference printed (docs/reading.md quotes it). Reads of whole source
+ * pixels (f = 1, whole offsets) are copied without the average: they must equal it exactly, and
+ * equal the rows the average streams to a sink (sp_slide_read_scaled_rows, which always
+ * averages), in RGBA8 and RGB8. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "slide/slide.h"
 #include "slidepipe.h"
 #include "unit.h"
 
@@ -81,6 +85,29 @@ static void compare(sp_slide *s, const char *name, double D, int64_t x, int64_t 
     free(want);
 }
 
+typedef struct rows_out {
+    uint8_t *dst;
+    int64_t stride;
+} rows_out;
+
+static void keep_row(void *user, int64_t j, const uint8_t *row) {
+    rows_out *o = user;
+    memcpy(o->dst + j * o->stride, row, (size_t)o->stride);
+}
+
+/* The copied read against the averaged one, for a region of whole source pixels. */
+static void compare_exact(sp_slide *s, sp_pixel_format fmt, double D, int64_t x, int64_t y,
+                          int64_t w, int64_t h) {
+    int bpp = fmt == SP_PIXEL_RGB8 ? 3 : 4;
+    uint8_t *copied = malloc((size_t)(w * h * bpp)), *averaged = malloc((size_t)(w * h * bpp));
+    CHECK_EQ_INT(sp_slide_read_region_scaled(s, fmt, copied, w * bpp, D, x, y, w, h), SP_OK);
+    rows_out o = {averaged, w * bpp};
+    CHECK_EQ_INT(sp_slide_read_scaled_rows(s, fmt, D, x, y, w, h, keep_row, &o), SP_OK);
+    CHECK(memcmp(copied, averaged, (size_t)(w * h * bpp)) == 0);
+    free(copied);
+    free(averaged);
+}
+
 void unit_run(void) {
     const char *data = unit_testdata();
     if (data == NULL) {
@@ -96,6 +123,15 @@ void unit_run(void) {
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
         compare(s, "boxes.tiff", ds[i], 7, 3, 50, 40, 1, 0.05);
         compare(s, "boxes.tiff", ds[i], -20, 150, 64, 64, 1, 0.05); /* over the edge */
+    }
+    /* Whole source pixels: copied, exactly the average, inside and over the edges. */
+    compare(s, "boxes.tiff", 1.0, 7, 3, 50, 40, 0, 0.0);
+    compare(s, "boxes.tiff", 1.0, -20, 150, 64, 64, 0, 0.0);
+    for (int k = 0; k < 2; k++) {
+        sp_pixel_format fmt = k ? SP_PIXEL_RGB8 : SP_PIXEL_RGBA8;
+        compare_exact(s, fmt, 1.0, 7, 3, 50, 40);
+        compare_exact(s, fmt, 1.0, -20, 150, 64, 64);
+        compare_exact(s, fmt, 2.0, -6, 10, 64, 64); /* level 1's own downsample, if 2 */
     }
     /* At a level's own downsample: the level itself. */
     uint8_t a[64 * 64 * 4], b[64 * 64 * 4];
