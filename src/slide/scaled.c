@@ -147,7 +147,8 @@ static void finish_row(const scaler *c, int64_t j) {
                 q[k] = (uint8_t)((px[k] * px[3] + c->s->background[k] * (255 - px[3]) + 127) / 255);
             }
         }
-    }    if (c->sink) {
+    }
+    if (c->sink) {
         c->sink(c->user, j, o);
     }
 }
