@@ -149,23 +149,42 @@ def test_no_planes_in_other_formats(testdata, sp, tmp_path):
 CAMELYON = "dicom/multi_frame_jpeg_camelyon_challenge_image.dcm"
 
 
+def _camelyon(testdata):
+    """pydicom's data set of the shared one-instance JPEG DICOM level and its frames' bytes (the
+    test is skipped without pydicom or the file)."""
+    pydicom = pytest.importorskip("pydicom", reason="pydicom writes the DICOM files")
+    from pydicom.encaps import generate_frames
+
+    source = testdata / CAMELYON
+    if not source.is_file():
+        pytest.skip(f"{CAMELYON} is not in the shared test data")
+    ds = pydicom.dcmread(source)
+    return ds, list(generate_frames(ds.PixelData, number_of_frames=int(ds.NumberOfFrames)))
+
+
+def _optical_paths(ids):
+    """An OpticalPathSequence of one item per identifier."""
+    from pydicom.dataset import Dataset
+    from pydicom.sequence import Sequence
+
+    items = []
+    for path_id in ids:
+        item = Dataset()
+        item.OpticalPathIdentifier = path_id
+        items.append(item)
+    return Sequence(items)
+
+
 @pytest.fixture(scope="module")
 def dicom_planes(testdata, tmp_path_factory):
     """The shared one-instance DICOM level (15 JPEG frames) rewritten with pydicom as 2 focal
     planes x 2 optical paths, TILED_FULL: frames by tile, then focal plane, then optical path
     (PS3.3 C.7.6.17.3); each plane holds the original frames in a different order, so no two
     planes look alike."""
-    pydicom = pytest.importorskip("pydicom", reason="pydicom writes the DICOM file")
-    from pydicom.dataset import Dataset
-    from pydicom.encaps import encapsulate, generate_frames
-    from pydicom.sequence import Sequence
+    from pydicom.encaps import encapsulate
 
-    source = testdata / CAMELYON
-    if not source.is_file():
-        pytest.skip(f"{CAMELYON} is not in the shared test data")
-    ds = pydicom.dcmread(source)
-    n = int(ds.NumberOfFrames)
-    frames = list(generate_frames(ds.PixelData, number_of_frames=n))
+    ds, frames = _camelyon(testdata)
+    n = len(frames)
     out = []
     for c in range(2):
         for z in range(2):
@@ -176,12 +195,7 @@ def dicom_planes(testdata, tmp_path_factory):
     ds.NumberOfFrames = len(out)
     ds.TotalPixelMatrixFocalPlanes = 2
     ds.NumberOfOpticalPaths = 2
-    paths = []
-    for c in range(2):
-        item = Dataset()
-        item.OpticalPathIdentifier = str(c + 1)
-        paths.append(item)
-    ds.OpticalPathSequence = Sequence(paths)
+    ds.OpticalPathSequence = _optical_paths(["1", "2"])
     path = tmp_path_factory.mktemp("dicom-planes") / "planes.dcm"
     ds.save_as(path)
     return path
@@ -242,20 +256,15 @@ def dicom_plane_instances(testdata, tmp_path_factory):
     one a plane: focal planes at Z offset 2.0 and -1.0 mm (in SharedFunctionalGroupsSequence >
     PlanePositionSlideSequence) x optical paths "1" and "2", each instance holding the frames in
     a different order; the file names do not follow the planes' order."""
-    pydicom = pytest.importorskip("pydicom", reason="pydicom writes the DICOM files")
     from pydicom.dataset import Dataset
-    from pydicom.encaps import encapsulate, generate_frames
+    from pydicom.encaps import encapsulate
     from pydicom.sequence import Sequence
     from pydicom.uid import generate_uid
 
-    source = testdata / CAMELYON
-    if not source.is_file():
-        pytest.skip(f"{CAMELYON} is not in the shared test data")
     folder = tmp_path_factory.mktemp("dicom-plane-instances")
     for k, (name, (z, path_id)) in enumerate(SEPARATE.items()):
-        ds = pydicom.dcmread(source)
-        n = int(ds.NumberOfFrames)
-        frames = list(generate_frames(ds.PixelData, number_of_frames=n))
+        ds, frames = _camelyon(testdata)
+        n = len(frames)
         ds.PixelData = encapsulate([frames[(i * (2 * k + 1) + k) % n] for i in range(n)])
         ds["PixelData"].is_undefined_length = True
         ds.TotalPixelMatrixFocalPlanes = 1  # one plane an instance
@@ -268,9 +277,7 @@ def dicom_plane_instances(testdata, tmp_path_factory):
             else Dataset()
         shared.PlanePositionSlideSequence = Sequence([position])
         ds.SharedFunctionalGroupsSequence = Sequence([shared])
-        optical = Dataset()
-        optical.OpticalPathIdentifier = path_id
-        ds.OpticalPathSequence = Sequence([optical])
+        ds.OpticalPathSequence = _optical_paths([path_id])
         ds.save_as(folder / name)
     return folder
 
@@ -306,17 +313,12 @@ def dicom_sparse_planes(testdata, tmp_path_factory):
     item (PlanePositionSlideSequence column, row and Z offset; OpticalPathIdentificationSequence),
     the frames of all planes interleaved in the file, each plane holding the original frames in a
     different order. Returns (path, {(z index, c index): [original frame index per tile]})."""
-    pydicom = pytest.importorskip("pydicom", reason="pydicom writes the DICOM file")
     from pydicom.dataset import Dataset
-    from pydicom.encaps import encapsulate, generate_frames
+    from pydicom.encaps import encapsulate
     from pydicom.sequence import Sequence
 
-    source = testdata / CAMELYON
-    if not source.is_file():
-        pytest.skip(f"{CAMELYON} is not in the shared test data")
-    ds = pydicom.dcmread(source)
-    n = int(ds.NumberOfFrames)
-    frames = list(generate_frames(ds.PixelData, number_of_frames=n))
+    ds, frames = _camelyon(testdata)
+    n = len(frames)
     across = -(-int(ds.TotalPixelMatrixColumns) // int(ds.Columns))
     out, groups, layout = [], [], {}
     for t in range(n):  # tile by tile, the four planes' frames next to each other
@@ -342,12 +344,7 @@ def dicom_sparse_planes(testdata, tmp_path_factory):
     ds.TotalPixelMatrixFocalPlanes = 2
     ds.NumberOfOpticalPaths = 2
     ds.PerFrameFunctionalGroupsSequence = Sequence(groups)
-    paths = []
-    for c in range(2):
-        item = Dataset()
-        item.OpticalPathIdentifier = str(c + 1)
-        paths.append(item)
-    ds.OpticalPathSequence = Sequence(paths)
+    ds.OpticalPathSequence = _optical_paths(["1", "2"])
     path = tmp_path_factory.mktemp("dicom-sparse-planes") / "sparse.dcm"
     ds.save_as(path)
     return path, layout
