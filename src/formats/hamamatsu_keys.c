@@ -90,19 +90,20 @@ static long long suffix_number(const char *part, size_t len, bool first) {
 static sp_status place_image(sp_hamamatsu_keys *k, const char *key, const char *value,
                              sp_err *err) {
     const char *suffix = key + strlen(KEY_IMAGE_FILE);
-    const char *part[4];
-    size_t len[4], n = 0;
-    for (const char *p = suffix; *suffix != '\0' && n < 4;) {
-        const char *comma = strchr(p, ',');
-        part[n] = p;
-        len[n++] = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        if (comma == NULL) {
-            break;
-        }
-        p = comma + 1;
-        if (n == 4) {
-            n++; /* a fifth part: too many */
-        }
+    size_t n = *suffix != '\0'; /* parts between commas; none for no suffix */
+    for (const char *p = suffix; (p = strchr(p, ',')) != NULL; p++) {
+        n++;
+    }
+    if (n > 3) {
+        return sp_err_set(err, SP_E_CORRUPT, "%s: key %.60s has more than three numbers", k->file,
+                          key);
+    }
+    const char *part[3] = {suffix, suffix, suffix};
+    size_t len[3] = {0, 0, 0};
+    for (size_t i = 0, at = 0; i < n; i++) {
+        part[i] = suffix + at;
+        len[i] = strcspn(part[i], ",");
+        at += len[i] + 1;
     }
     long long layer = 0, col = 0, row = 0;
     if (n == 1) {
@@ -114,9 +115,6 @@ static sp_status place_image(sp_hamamatsu_keys *k, const char *key, const char *
         layer = suffix_number(part[0], len[0], true);
         col = suffix_number(part[1], len[1], false);
         row = suffix_number(part[2], len[2], false);
-    } else if (n > 3) {
-        return sp_err_set(err, SP_E_CORRUPT, "%s: key %.60s has more than three numbers", k->file,
-                          key);
     }
     if (layer != 0) {
         return SP_OK; /* other focal layers are not read */

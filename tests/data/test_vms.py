@@ -163,3 +163,20 @@ def test_malformed_vmu_fails_cleanly(slides, tmp_path, run, spoil, fragment):
     path = _copy(slides, "vmu", tmp_path)
     spoil(path)
     vendor_checks.assert_one_line_error(run(["info", path]), path, fragment)
+
+
+def test_layer_keys_read_as_openslide_reads_them(slides, tmp_path, info, read_region,
+                                                 assert_same_pixels):
+    """ImageFile(z,x,y) keys for layer 0 place the images, a layer-1 key (naming a file that is
+    not there) is skipped: the same slide as with ImageFile(x,y), for OpenSlide and slidepipe."""
+    path = _copy(slides, "vms", tmp_path)
+    text = path.read_text().replace("ImageFile=", "ImageFile(0,0,0)=")
+    for c, r in ((1, 0), (0, 1), (1, 1)):
+        text = text.replace(f"ImageFile({c},{r})=", f"ImageFile(0,{c},{r})=")
+    path.write_text(text + "ImageFile(1,0,0)=layer1.jpg\r\n")
+    with openslide.OpenSlide(str(path)) as os_:
+        got = info(path)
+        assert [(lv["width"], lv["height"]) for lv in got["levels"]] == list(os_.level_dimensions)
+        vendor_checks.assert_regions_equal(path, os_, [(0, 448, 352, 128, 64), (2, 0, 0, 260, 200)],
+                                           read_region, assert_same_pixels)
+        assert got["properties"]["hamamatsu.ImageFile(1,0,0)"] == "layer1.jpg"
