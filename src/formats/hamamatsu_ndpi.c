@@ -21,6 +21,7 @@
 
 #include "base/fill.h"
 #include "codecs/codec.h"
+#include "formats/jpeg_restart.h"
 #include "formats/tiff_slide.h"
 
 enum {
@@ -35,9 +36,7 @@ enum {
 };
 
 /* The most header bytes (SOI to the end of SOS) before the first interval. */
-#define NDPI_MAX_HEADER (64u << 10)
-/* Bytes read at a time when scanning a strip for restart markers. */
-#define NDPI_SCAN_BLOCK (1u << 20)
+#define NDPI_MAX_HEADER SP_JPEG_RESTART_MAX_HEADER
 
 /* One stored level's JPEG stream, cut into restart intervals. */
 typedef struct ndpi_stream {
@@ -63,82 +62,6 @@ typedef struct ndpi {
 
 static bool ndpi_detect(const sp_probe *p) {
     return p->tiff != NULL && sp_tiff_find(&p->tiff->dirs[0], NDPI_TAG_FORMAT_FLAG) != NULL;
-}
-
-/* ---- the JPEG header ------------------------------------------------------------------------ */
-
-static unsigned be16(const uint8_t *p) {
-    return (unsigned)p[0] << 8 | p[1];
-}
-
-/* What the header says about the stream's layout. */
-typedef struct jpeg_layout {
-    size_t header_len;
-    size_t frame_size_at; /* offset of the SOF segment's height field */
-    unsigned mcu_width, mcu_height, restart_interval;
-} jpeg_layout;
-
-/* Walk the markers of `h` (len bytes) from SOI to the end of SOS. */
-static sp_status parse_header(const uint8_t *h, size_t len, const char *where, jpeg_layout *out,
-                              sp_err *err) {
-    memset(out, 0, sizeof *out);
-    if (len < 4 || h[0] != 0xFF || h[1] != 0xD8) {
-        return sp_err_set(err, SP_E_CORRUPT, "%s: the strip is not a JPEG stream", where);
-    }
-    size_t i = 2;
-    bool frame = false;
-    while (i + 4 <= len) {
-        if (h[i] != 0xFF) {
-            return sp_err_set(err, SP_E_CORRUPT, "%s: bad JPEG marker at byte %zu", where, i);
-        }
-        unsigned marker = h[i + 1];
-        if (marker == 0xFF) { /* fill byte */
-            i++;
-            continue;
-        }
-        size_t seg = be16(h + i + 2);
-        if (seg < 2 || i + 2 + seg > len) {
-            break;
-        }
-        const uint8_t *p = h + i + 4;
-        if (marker == 0xC0 || marker == 0xC1) {
-            unsigned n = seg >= 8 ? p[5] : 0;
-            if (p[0] != 8 || (n != 1 && n != 3) || seg != 8 + 3 * n) {
-                return sp_err_set(err, SP_E_UNSUPPORTED,
-                                  "%s: JPEG frame of %u components at %u bits (8-bit grey or "
-                                  "3 components are read)",
-                                  where, n, p[0]);
-            }
-            unsigned hmax = 1, vmax = 1;
-            for (unsigned c = 0; c < n; c++) {
-                unsigned hs = p[7 + 3 * c] >> 4, vs = p[7 + 3 * c] & 15;
-                if (hs < 1 || hs > 4 || vs < 1 || vs > 4) {
-                    return sp_err_set(err, SP_E_CORRUPT, "%s: bad JPEG sampling factors", where);
-                }
-                hmax = hs > hmax ? hs : hmax;
-                vmax = vs > vmax ? vs : vmax;
-            }
-            out->mcu_width = n == 1 ? 8 : 8 * hmax;
-            out->mcu_height = n == 1 ? 8 : 8 * vmax;
-            out->frame_size_at = i + 5;
-            frame = true;
-        } else if (marker >= 0xC2 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
-                   marker != 0xCC) {
-            return sp_err_set(err, SP_E_UNSUPPORTED,
-                              "%s: JPEG frame type 0x%02X (baseline or extended Huffman is read)",
-                              where, marker);
-        } else if (marker == 0xDD && seg == 4) {
-            out->restart_interval = be16(p);
-        } else if (marker == 0xDA) {
-            if (!frame) {
-                return sp_err_set(err, SP_E_CORRUPT, "%s: JPEG scan before its frame", where);
-            }
-            out->header_len = i + 2 + seg;
-            return SP_OK;
-        }
-        i += 2 + seg;
-    }
-    return sp_err_set(err, SP_E_CORRUPT, "%s: no JPEG scan within the first %zu bytes", where, len);
 }
 
 /* ---- restart intervals ---------------------------------------------------------------------- */
@@ -169,39 +92,6 @@ static bool starts_from_tag(const sp_tiff *t, const sp_tiff_dir *d, uint64_t str
     return starts[n - 1] < strip_end;
 }
 
-/* Interval starts found by reading the strip for restart markers (FF D0 .. FF D7; a stuffed
- * FF 00 in entropy-coded data is never one). */
-static sp_status starts_from_scan(const sp_tiff *t, uint64_t first, uint64_t strip_end, uint64_t n,
-                                  uint64_t *starts, const char *where, sp_err *err) {
-    uint8_t *block = malloc(NDPI_SCAN_BLOCK);
-    if (block == NULL) {
-        return sp_err_set(err, SP_E_NOMEM, "out of memory scanning %s", where);
-    }
-    uint64_t found = 1;
-    starts[0] = first;
-    bool after_ff = false;
-    sp_status st = SP_OK;
-    for (uint64_t at = first; st == SP_OK && at < strip_end && found < n;) {
-        size_t len = strip_end - at < NDPI_SCAN_BLOCK ? (size_t)(strip_end - at) : NDPI_SCAN_BLOCK;
-        st = sp_source_read(t->src, at, block, len, err);
-        for (size_t i = 0; st == SP_OK && i < len && found < n; i++) {
-            if (after_ff && block[i] >= 0xD0 && block[i] <= 0xD7) {
-                starts[found++] = at + i + 1;
-            }
-            after_ff = block[i] == 0xFF;
-        }
-        at += len;
-    }
-    free(block);
-    if (st == SP_OK && found != n) {
-        st = sp_err_set(err, SP_E_CORRUPT,
-                        "%s: %llu restart intervals found where the level needs %llu", where,
-                        (unsigned long long)found, (unsigned long long)n);
-    }
-    starts[n] = strip_end;
-    return st;
-}
-
 /* ---- opening a level ---------------------------------------------------------------------- */
 
 static sp_status open_stream(const sp_tiff *t, const sp_limits *limits, const sp_tiff_dir *d,
@@ -225,10 +115,10 @@ static sp_status open_stream(const sp_tiff *t, const sp_limits *limits, const sp
     if (head == NULL) {
         return sp_err_set(err, SP_E_NOMEM, "out of memory reading %s", where);
     }
-    jpeg_layout lay = {0};
+    sp_jpeg_restart_layout lay = {0};
     sp_status st = sp_source_read(t->src, strip, head, want, err);
     if (st == SP_OK) {
-        st = parse_header(head, want, where, &lay, err);
+        st = sp_jpeg_restart_parse_header(head, want, where, &lay, err);
     }
     /* One interval per tile; a stream without restart markers is one tile. */
     uint64_t mcus_across = (d->width + lay.mcu_width - 1) / (lay.mcu_width ? lay.mcu_width : 1);
@@ -260,15 +150,12 @@ static sp_status open_stream(const sp_tiff *t, const sp_limits *limits, const sp
     if (st == SP_OK) {
         uint64_t first = strip + lay.header_len;
         if (!starts_from_tag(t, d, strip, strip_end, first, n, out->starts)) {
-            st = starts_from_scan(t, first, strip_end, n, out->starts, where, err);
+            st = sp_jpeg_restart_scan(t->src, first, strip_end, n, out->starts, where, err);
         }
     }
     if (st == SP_OK) {
         /* The tile's size in the frame header: what each tile's stream declares. */
-        head[lay.frame_size_at] = (uint8_t)(out->tile_height >> 8);
-        head[lay.frame_size_at + 1] = (uint8_t)out->tile_height;
-        head[lay.frame_size_at + 2] = (uint8_t)(out->tile_width >> 8);
-        head[lay.frame_size_at + 3] = (uint8_t)out->tile_width;
+        sp_jpeg_restart_set_frame_size(head, &lay, out->tile_width, out->tile_height);
         uint8_t *fitted = realloc(head, lay.header_len);
         out->header = fitted != NULL ? fitted : head;
         out->header_len = lay.header_len;
@@ -281,36 +168,6 @@ static sp_status open_stream(const sp_tiff *t, const sp_limits *limits, const sp
 }
 
 /* ---- reading tiles ---------------------------------------------------------------------- */
-
-/* Tile `index` of a stream as a complete JPEG stream (to free). */
-static sp_status tile_stream(const sp_slide *s, const ndpi_stream *ns, uint64_t index,
-                             uint8_t **out, size_t *len, sp_err *err) {
-    const sp_tiff *t = s->container;
-    uint64_t begin = ns->starts[index], end = ns->starts[index + 1];
-    uint8_t *buf = NULL;
-    sp_status st = sp_alloc(&s->limits, ns->header_len + (end - begin) + 2, "an NDPI tile",
-                            (void **)&buf, err);
-    if (st == SP_OK) {
-        st = sp_source_read(t->src, begin, buf + ns->header_len, (size_t)(end - begin), err);
-    }
-    if (st != SP_OK) {
-        free(buf);
-        return st;
-    }
-    memcpy(buf, ns->header, ns->header_len);
-    size_t n = ns->header_len + (size_t)(end - begin);
-    /* The interval ends with the next one's restart marker (or the stream's end of image):
-     * end of image in its place. */
-    if (n >= ns->header_len + 2 && buf[n - 2] == 0xFF &&
-        ((buf[n - 1] >= 0xD0 && buf[n - 1] <= 0xD7) || buf[n - 1] == 0xD9)) {
-        n -= 2;
-    }
-    buf[n] = 0xFF;
-    buf[n + 1] = 0xD9;
-    *out = buf;
-    *len = n + 2;
-    return SP_OK;
-}
 
 static unsigned ndpi_area_scales(sp_slide *s, const sp_level *l) {
     (void)s;
@@ -337,8 +194,10 @@ static sp_status ndpi_read_tile_area(sp_slide *s, const sp_level *l, int64_t col
     }
     uint8_t *jpeg;
     size_t len;
-    sp_status st =
-        tile_stream(s, ns, (uint64_t)row * ns->tiles_across + (uint64_t)col, &jpeg, &len, err);
+    uint64_t index = (uint64_t)row * ns->tiles_across + (uint64_t)col;
+    sp_status st = sp_jpeg_restart_tile(((const sp_tiff *)s->container)->src, &s->limits,
+                                        ns->header, ns->header_len, ns->starts[index],
+                                        ns->starts[index + 1], &jpeg, &len, err);
     if (st != SP_OK) {
         return st;
     }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "base/limits.h"
+#include "formats/ini_file.h"
 #include "io/source.h"
 
 /* The most bytes of Slidedat.ini read (OpenSlide's limit too). */
@@ -23,23 +24,25 @@
 #define SP_MIRAX_MAX_LEVELS 32
 #define SP_MIRAX_MAX_IMAGES_PER_SIDE (1 << 20)
 
-/* Every key of Slidedat.ini, in file order (a repeated key keeps its last value, as GKeyFile). */
-typedef struct sp_mirax_entry {
-    char *section, *key, *value;
-} sp_mirax_entry;
-
-typedef struct sp_mirax_ini {
-    sp_mirax_entry *entries;
-    size_t n, cap;
-} sp_mirax_ini;
+/* Every key of Slidedat.ini, in file order (a repeated key keeps its last value, as GKeyFile),
+ * read by the shared key-file reader (ini_file.h). */
+typedef sp_ini_entry sp_mirax_entry;
+typedef sp_ini sp_mirax_ini;
 
 /* Parse `text` (NUL-terminated; a UTF-8 byte order mark is skipped) through libinih. Lines
  * longer than libinih's line buffer are cut there (docs/formats.md). Free with
  * sp_mirax_ini_free. */
-sp_status sp_mirax_ini_parse(const char *text, sp_mirax_ini *out, sp_err *err);
-void sp_mirax_ini_free(sp_mirax_ini *ini);
+static inline sp_status sp_mirax_ini_parse(const char *text, sp_mirax_ini *out, sp_err *err) {
+    return sp_ini_parse(text, "Slidedat.ini", out, err);
+}
+static inline void sp_mirax_ini_free(sp_mirax_ini *ini) {
+    sp_ini_free(ini);
+}
 /* The value of [section] key, or NULL. */
-const char *sp_mirax_ini_get(const sp_mirax_ini *ini, const char *section, const char *key);
+static inline const char *sp_mirax_ini_get(const sp_mirax_ini *ini, const char *section,
+                                           const char *key) {
+    return sp_ini_get(ini, section, key);
+}
 
 typedef enum sp_mirax_image_format {
     SP_MIRAX_JPEG = 1,

@@ -2,6 +2,8 @@
 #include "formats/format.h"
 
 extern const sp_format sp_format_hamamatsu_ndpi;
+extern const sp_format sp_format_hamamatsu_vms;
+extern const sp_format sp_format_hamamatsu_vmu;
 extern const sp_format sp_format_philips_tiff;
 extern const sp_format sp_format_leica_scn;
 extern const sp_format sp_format_ventana_bif;
@@ -16,6 +18,8 @@ extern const sp_format sp_format_zeiss_czi;
 
 const sp_format *const sp_formats[] = {
     &sp_format_hamamatsu_ndpi,
+    &sp_format_hamamatsu_vms, /* key files: their first [section] */
+    &sp_format_hamamatsu_vmu,
     &sp_format_philips_tiff,
     &sp_format_leica_scn,
     &sp_format_ventana_bif,
