@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/fill.h"
-#include "codecs/codec.h"
 #include "formats/jpeg_restart.h"
 #include "formats/tiff_slide.h"
 
@@ -192,26 +190,11 @@ static sp_status ndpi_read_tile_area(sp_slide *s, const sp_level *l, int64_t col
                           "NDPI tile (%lld, %lld) at 1/%u is not in the grid", (long long)col,
                           (long long)row, total);
     }
-    uint8_t *jpeg;
-    size_t len;
     uint64_t index = (uint64_t)row * ns->tiles_across + (uint64_t)col;
-    sp_status st = sp_jpeg_restart_tile(((const sp_tiff *)s->container)->src, &s->limits,
-                                        ns->header, ns->header_len, ns->starts[index],
-                                        ns->starts[index + 1], &jpeg, &len, err);
-    if (st != SP_OK) {
-        return st;
-    }
-    int bpp = sp_pixel_format_bytes(format);
-    uint64_t vw = 0, vh = 0;
-    st = sp_jpeg_decode_area(jpeg, len, NULL, 0, SP_JPEG_SPACE_AUTO, total, (uint64_t)x,
-                             (uint64_t)y, (uint64_t)w, (uint64_t)h, (unsigned)bpp, dst,
-                             (size_t)stride, &vw, &vh, err);
-    free(jpeg);
-    if (st == SP_OK) {
-        sp_fill_uncovered(dst, stride, (uint64_t)x, (uint64_t)y, (uint64_t)w, (uint64_t)h, vw, vh,
-                          bpp, empty);
-    }
-    return st;
+    return sp_jpeg_restart_decode_area(((const sp_tiff *)s->container)->src, &s->limits, ns->header,
+                                       ns->header_len, ns->starts[index], ns->starts[index + 1],
+                                       total, x, y, w, h, sp_pixel_format_bytes(format), dst,
+                                       stride, empty, err);
 }
 
 static sp_status ndpi_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,

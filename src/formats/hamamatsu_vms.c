@@ -202,23 +202,9 @@ static sp_status vms_read_tile_area(sp_slide *s, const sp_level *l, int64_t col,
         return SP_OK;
     }
     uint64_t index = lr * j->tiles_across + lc;
-    uint8_t *jpeg;
-    size_t len;
-    sp_status st = sp_jpeg_restart_tile(j->src, &s->limits, j->header, j->header_len,
-                                        j->starts[index], j->starts[index + 1], &jpeg, &len, err);
-    if (st != SP_OK) {
-        return st;
-    }
-    uint64_t vw = 0, vh = 0;
-    st = sp_jpeg_decode_area(jpeg, len, NULL, 0, SP_JPEG_SPACE_AUTO, total, (uint64_t)x,
-                             (uint64_t)y, (uint64_t)w, (uint64_t)h, (unsigned)bpp, dst,
-                             (size_t)stride, &vw, &vh, err);
-    free(jpeg);
-    if (st == SP_OK) {
-        sp_fill_uncovered(dst, stride, (uint64_t)x, (uint64_t)y, (uint64_t)w, (uint64_t)h, vw, vh,
-                          bpp, empty);
-    }
-    return st;
+    return sp_jpeg_restart_decode_area(j->src, &s->limits, j->header, j->header_len,
+                                       j->starts[index], j->starts[index + 1], total, x, y, w, h,
+                                       bpp, dst, stride, empty, err);
 }
 
 static sp_status vms_read_tile(sp_slide *s, const sp_level *l, int64_t col, int64_t row,

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fill.h"
+#include "codecs/codec.h"
+
 /* Bytes read at a time when scanning a stream for restart markers. */
 #define SCAN_BLOCK (1u << 20)
 
@@ -146,4 +149,28 @@ sp_status sp_jpeg_restart_tile(sp_source *src, const sp_limits *limits, const ui
     *out = buf;
     *len = n + 2;
     return SP_OK;
+}
+
+sp_status sp_jpeg_restart_decode_area(sp_source *src, const sp_limits *limits,
+                                      const uint8_t *header, size_t header_len, uint64_t begin,
+                                      uint64_t end, unsigned scale, int64_t x, int64_t y, int64_t w,
+                                      int64_t h, int bpp, uint8_t *dst, int64_t stride,
+                                      const uint8_t *empty, sp_err *err) {
+    uint8_t *jpeg;
+    size_t len;
+    sp_status st =
+        sp_jpeg_restart_tile(src, limits, header, header_len, begin, end, &jpeg, &len, err);
+    if (st != SP_OK) {
+        return st;
+    }
+    uint64_t vw = 0, vh = 0;
+    st = sp_jpeg_decode_area(jpeg, len, NULL, 0, SP_JPEG_SPACE_AUTO, scale, (uint64_t)x,
+                             (uint64_t)y, (uint64_t)w, (uint64_t)h, (unsigned)bpp, dst,
+                             (size_t)stride, &vw, &vh, err);
+    free(jpeg);
+    if (st == SP_OK) {
+        sp_fill_uncovered(dst, stride, (uint64_t)x, (uint64_t)y, (uint64_t)w, (uint64_t)h, vw, vh,
+                          bpp, empty);
+    }
+    return st;
 }

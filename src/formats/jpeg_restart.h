@@ -53,4 +53,13 @@ sp_status sp_jpeg_restart_tile(sp_source *src, const sp_limits *limits, const ui
                                size_t header_len, uint64_t begin, uint64_t end, uint8_t **out,
                                size_t *len, sp_err *err);
 
+/* Decode the part (x, y, w, h) of the interval [begin, end)'s tile, seen at 1/scale (1, 2, 4 or
+ * 8), into dst (bpp bytes a pixel, rows `stride` apart), filling with `empty` what the decode
+ * does not cover: a tile read of the formats built on these streams. */
+sp_status sp_jpeg_restart_decode_area(sp_source *src, const sp_limits *limits,
+                                      const uint8_t *header, size_t header_len, uint64_t begin,
+                                      uint64_t end, unsigned scale, int64_t x, int64_t y, int64_t w,
+                                      int64_t h, int bpp, uint8_t *dst, int64_t stride,
+                                      const uint8_t *empty, sp_err *err);
+
 #endif
