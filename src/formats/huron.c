@@ -11,6 +11,10 @@
 
 #include "formats/tiff_slide.h"
 
+/* Real descriptions hold a few dozen pairs; the bound keeps a hostile one (up to the metadata
+ * limit, 64 MiB) from making millions of properties, each set with a search of those before. */
+enum { MAX_PAIRS = 4096 };
+
 static bool huron_detect(const sp_probe *p) {
     if (p->tiff == NULL || !p->tiff->dirs[0].tiled) {
         return false;
@@ -61,10 +65,17 @@ static sp_status add_description_properties(sp_slide *s, const char *desc, sp_er
         return sp_err_set(err, SP_E_NOMEM, "out of memory reading the Huron description");
     }
     sp_status st = SP_OK;
+    int pairs = 0;
     for (char *line = copy; st == SP_OK && line != NULL;) {
         char *next = strchr(line, '\n');
         if (next != NULL) {
             *next++ = '\0';
+        }
+        if (strchr(line, '=') != NULL && ++pairs > MAX_PAIRS) {
+            st = sp_err_set(err, SP_E_LIMIT,
+                            "the Huron description has more than %d \"key = value\" lines",
+                            MAX_PAIRS);
+            break;
         }
         st = add_line(s, line, err);
         line = next;

@@ -40,11 +40,12 @@ DESCRIPTION = "\n".join([
 ])
 
 
-def write_huron(path: Path, testdata: Path, *, make: str = MAKE, description: str | None = DESCRIPTION,
-                first_tiled: bool = True, compression=None) -> Path:
+def write_huron(path: Path, testdata: Path, *, make: str = MAKE,
+                description: str | None = DESCRIPTION, first_tiled: bool = True,
+                compression=None) -> Path:
     """The Huron slide described above. `make`, `description` (None: no ImageDescription),
-    `first_tiled` and `compression` (for the tiled levels, e.g. a tifffile name or a raw
-    (code, encoder) pair) let tests write the variants that must not be read as Huron."""
+    `first_tiled` and `compression` (a tifffile name, for the tiled levels) let tests write the
+    variants: files that are not Huron's, or not OpenSlide's to read."""
     import tifffile
 
     w0, h0 = LEVEL0

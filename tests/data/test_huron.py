@@ -138,6 +138,16 @@ def test_missing_description_fails_cleanly(testdata, tmp_path, run):
     vendor_checks.assert_one_line_error(run(["info", path]), path, "ImageDescription")
 
 
+def test_description_of_too_many_pairs_fails_cleanly(testdata, tmp_path, run):
+    """Over 4096 "key = value" lines (real descriptions hold a few dozen): refused with exit 1
+    naming the file, a bound OpenSlide does not have (it opens the file)."""
+    desc = "".join(f"key{i} = {i}\n" for i in range(4097))
+    path = huron_writer.write_huron(tmp_path / "many-pairs.tif", testdata, description=desc)
+    with openslide.OpenSlide(str(path)) as slide:
+        assert slide.properties["huron.key4096"] == "4096"
+    vendor_checks.assert_one_line_error(run(["info", path]), path, "more than 4096")
+
+
 def test_spoiled_tile_fails_cleanly(huron, tmp_path, run):
     """Level 0's first tile overwritten with zeros (no longer a JPEG stream): the file opens,
     and reading the tile is an error naming the file, not a crash."""
