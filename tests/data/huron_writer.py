@@ -40,17 +40,31 @@ DESCRIPTION = "\n".join([
 ])
 
 
+def rgb_to_ycbcr(rgb):
+    """JFIF's RGB -> YCbCr, rounded: the components a 33003 (YCbCr) JPEG 2000 tile holds."""
+    import numpy as np
+
+    r, g, b = (rgb[..., i].astype(np.float64) for i in range(3))
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    cb = 128 - 0.168736 * r - 0.331264 * g + 0.5 * b
+    cr = 128 + 0.5 * r - 0.418688 * g - 0.081312 * b
+    return np.clip(np.round(np.stack([y, cb, cr], axis=-1)), 0, 255).astype(np.uint8)
+
+
 def write_huron(path: Path, testdata: Path, *, make: str = MAKE,
                 description: str | None = DESCRIPTION, first_tiled: bool = True,
-                compression=None) -> Path:
+                compression=None, ycbcr: bool = False) -> Path:
     """The Huron slide described above. `make`, `description` (None: no ImageDescription),
     `first_tiled` and `compression` (a tifffile name, for the tiled levels) let tests write the
-    variants: files that are not Huron's, or not OpenSlide's to read."""
+    variants: files that are not Huron's, or not OpenSlide's to read. With `ycbcr` the tiled
+    levels hold YCbCr components (for JPEG 2000 tiles relabelled 33003)."""
     import tifffile
 
     w0, h0 = LEVEL0
     base = vendor_samples.he_region(testdata, w0, h0, 300, 400)
     levels = [base if f == 1 else vendor_samples.downsample(base, f) for f in FACTORS]
+    if ycbcr:
+        levels = [rgb_to_ycbcr(img) for img in levels]
     thumb = vendor_samples.downsample(base, 8)
     label = vendor_samples.he_region(testdata, 300, 200, 1500, 2200)
     macro = vendor_samples.downsample(vendor_samples.he_region(testdata, 1200, 400, 0, 1600), 2)

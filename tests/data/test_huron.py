@@ -6,7 +6,8 @@ facts, every huron.* and tiff.* property, regions on every level (across tile bo
 edges) and the three associated images must equal OpenSlide's exactly. Files that are not Huron's
 (a lower-case make, a stripped first image, an Aperio description) are not taken as Huron; a file
 without its ImageDescription, a spoiled tile or a cut file fail with exit 1 and one line naming
-it. JPEG 2000 tiles (Aperio's code 33005), which OpenSlide 4.0.1 refuses, are read exactly."""
+it. JPEG 2000 tiles (Aperio's codes 33003 and 33005), which OpenSlide 4.0.1 refuses in a Huron
+file, read as OpenSlide reads the same tiles in an Aperio file."""
 
 from __future__ import annotations
 
@@ -166,28 +167,44 @@ def test_truncated_file_fails_cleanly(huron, tmp_path, run, info):
     vendor_checks.assert_truncated_fails_cleanly(huron, tmp_path, run, info)
 
 
-def test_jpeg2000_rgb_tiles_read_exactly(testdata, tmp_path, info, read_region, assert_same_pixels):
-    """Huron's JPEG 2000 tiles carry Aperio's code 33005 (RGB components). OpenSlide 4.0.1
-    refuses such a file ("Unsupported TIFF compression"); slidepipe decodes the tiles as it does
-    Aperio's: every level equals tifffile's decoding of the same tiles (read before the code was
-    changed from 34712, the plain JPEG 2000 code tifffile writes), past the edges transparent."""
-    path = huron_writer.write_huron(tmp_path / "j2k.tif", testdata, compression="jpeg2000")
+APERIO_J2K = ("Aperio Image Library v12.0.15\n1000x760 [0,0 1000x760] (256x256) J2K/KDU Q=70"
+              "|AppMag = 20|MPP = 0.4")
+
+
+def relabel_tiles(path: Path, code: int) -> None:
+    """Set the Compression tag of every tiled directory to `code` (tifffile writes JPEG 2000 as
+    34712; Huron and Aperio tag the same codestreams 33003 or 33005)."""
     data = bytearray(path.read_bytes())
     with tifffile.TiffFile(path) as tif:
-        pages = [p for p in tif.pages if p.is_tiled]
-        images = [p.asarray() for p in pages]
-        for p in pages:
-            struct.pack_into(tif.byteorder + "H", data, p.tags["Compression"].valueoffset, 33005)
+        for page in tif.pages:
+            if page.is_tiled:
+                tag = page.tags["Compression"]
+                struct.pack_into(tif.byteorder + "H", data, tag.valueoffset, code)
     path.write_bytes(bytes(data))
-    with pytest.raises(openslide.OpenSlideError, match="33005"):
+
+
+@pytest.mark.parametrize("code", [33003, 33005])
+def test_jpeg2000_tiles_equal_openslides_aperio_reading(testdata, tmp_path, info, read_region,
+                                                        assert_same_pixels, code):
+    """JPEG 2000 tiles as Huron writes them, Aperio's codes: 33003 holds YCbCr, 33005 RGB.
+    OpenSlide 4.0.1 refuses such a Huron file ("Unsupported TIFF compression"), but reads the
+    same tiles in an Aperio file: the Huron file's regions on every level (across tiles, past
+    the edges) must equal OpenSlide's of its Aperio twin (same pixels, same lossless tiles,
+    only the description differs)."""
+    ycbcr = code == 33003
+    path = huron_writer.write_huron(tmp_path / "j2k.tif", testdata, compression="jpeg2000",
+                                    ycbcr=ycbcr)
+    twin = huron_writer.write_huron(tmp_path / "j2k-aperio.svs", testdata,
+                                    compression="jpeg2000", ycbcr=ycbcr, description=APERIO_J2K)
+    relabel_tiles(path, code)
+    relabel_tiles(twin, code)
+    with pytest.raises(openslide.OpenSlideError, match=str(code)):
         openslide.OpenSlide(str(path))
     got = info(path)
     assert got["format"] == "huron"
     assert [lv["compression"] for lv in got["levels"]] == ["jpeg2000"] * 3
-    for level, img in enumerate(images):
-        h, w = img.shape[:2]
-        ds = 2 ** level
-        want = np.zeros((h + 9, w + 7, 4), dtype=np.uint8)
-        want[:h, :w, :3], want[:h, :w, 3] = img, 255
-        pixels = read_region(path, level, 0, 0, w + 7, h + 9)
-        assert_same_pixels(pixels, want, f"JPEG 2000 level {level} ({ds}x)")
+    with openslide.OpenSlide(str(twin)) as oracle:
+        assert oracle.properties["openslide.vendor"] == "aperio"
+        assert [(lv["width"], lv["height"]) for lv in got["levels"]] == list(oracle.level_dimensions)
+        vendor_checks.assert_regions_equal(path, oracle, vendor_checks.edge_regions(oracle),
+                                           read_region, assert_same_pixels)
