@@ -8,6 +8,7 @@ extern const sp_format sp_format_philips_tiff;
 extern const sp_format sp_format_leica_scn;
 extern const sp_format sp_format_ventana_bif;
 extern const sp_format sp_format_aperio;
+extern const sp_format sp_format_huron;
 extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
 extern const sp_format sp_format_sakura_svslide;
@@ -24,6 +25,7 @@ const sp_format *const sp_formats[] = {
     &sp_format_leica_scn,
     &sp_format_ventana_bif,
     &sp_format_aperio,
+    &sp_format_huron, /* after Aperio, as OpenSlide: Aperio with a Huron Make is Aperio */
     &sp_format_ome_tiff,
     &sp_format_dicom,
     &sp_format_sakura_svslide,
