@@ -1,16 +1,22 @@
-/* props.c — the property set (see props.h). */
+/* props.c — the property set (see props.h). Keys and values come from files: bytes that are not
+ * well-formed UTF-8 are stored as '?', so that every consumer (JSON, Python) can take them. */
 #include "base/props.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strings.h"
+
 sp_status sp_props_set(sp_props *props, const char *key, const char *value, sp_err *err) {
+    char *k = sp_strdup_utf8(key), *v = sp_strdup_utf8(value);
+    if (k == NULL || v == NULL) {
+        free(k);
+        free(v);
+        return sp_err_set(err, SP_E_NOMEM, "out of memory storing a property");
+    }
     for (int32_t i = 0; i < props->count; i++) {
-        if (strcmp(props->items[i].key, key) == 0) {
-            char *v = strdup(value);
-            if (v == NULL) {
-                return sp_err_set(err, SP_E_NOMEM, "out of memory storing a property");
-            }
+        if (strcmp(props->items[i].key, k) == 0) {
+            free(k);
             free(props->items[i].value);
             props->items[i].value = v;
             return SP_OK;
@@ -20,16 +26,12 @@ sp_status sp_props_set(sp_props *props, const char *key, const char *value, sp_e
         int32_t cap = props->capacity ? props->capacity * 2 : 32;
         sp_prop *grown = realloc(props->items, (size_t)cap * sizeof *grown);
         if (grown == NULL) {
+            free(k);
+            free(v);
             return sp_err_set(err, SP_E_NOMEM, "out of memory storing a property");
         }
         props->items = grown;
         props->capacity = cap;
-    }
-    char *k = strdup(key), *v = strdup(value);
-    if (k == NULL || v == NULL) {
-        free(k);
-        free(v);
-        return sp_err_set(err, SP_E_NOMEM, "out of memory storing a property");
     }
     props->items[props->count++] = (sp_prop){k, v};
     props->sorted = 0;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/numbers.h"
+#include "base/strings.h"
 
 #define TAG(g, e) (((uint32_t)(g) << 16) | (uint32_t)(e))
 #define TAG_ITEM TAG(0xFFFE, 0xE000)
@@ -831,20 +832,6 @@ bool sp_dicom_string(const sp_dicom *d, sp_dicom_attr a, uint32_t index, char *b
     return memchr(buf, '\0', e - s) == NULL;
 }
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_char(const uint8_t *p, size_t n) {
-    size_t need = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
-    if (need == 0 || need > n || p[0] > 0xF4) {
-        return 0;
-    }
-    for (size_t i = 1; i < need; i++) {
-        if ((p[i] & 0xC0) != 0x80) {
-            return 0;
-        }
-    }
-    return need;
-}
-
 char *sp_dicom_string_dup(const sp_dicom *d, sp_dicom_attr a) {
     if (!sp_dicom_has(d, a)) {
         return NULL;
@@ -865,7 +852,7 @@ char *sp_dicom_string_dup(const sp_dicom *d, sp_dicom_attr a) {
     for (uint32_t i = s; i < e;) {
         uint8_t c = v->data[i];
         if (c >= 0x80) {
-            size_t k = utf8_char(v->data + i, e - i);
+            size_t k = sp_utf8_char_len(v->data + i, e - i);
             if (k > 0) {
                 memcpy(out + n, v->data + i, k);
                 n += k;

@@ -327,3 +327,29 @@ def test_output_files_get_the_umask_mode(run, testdata, tmp_path):
     assert run(["spectrum", slide, "--json", js]).returncode == 0
     for f in (png, js):
         assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~mask, f
+
+
+def test_properties_not_utf8_are_json_and_python(sp, tmp_path):
+    """Property text from a file that is not well-formed UTF-8 (Latin-1, a lone surrogate, an
+    overlong form, a code point past U+10FFFF) reaches `info --json` and the Python binding with
+    each bad byte as '?', and well-formed multi-byte characters kept."""
+    tifffile = pytest.importorskip("tifffile", reason="tifffile writes the TIFF")
+    bad = b"caf\xe9 \xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80 \xc2\xb5m ok"
+    path = tmp_path / "latin1.tif"
+    tifffile.imwrite(path, np.zeros((32, 32, 3), np.uint8), tile=(16, 16), metadata=None,
+                     description=bad)
+    proc = sp.ok(["info", path, "--json"])
+    text = json.loads(proc.stdout)["properties"]["tiff.ImageDescription"]
+    assert text == "caf? ??? ?? ???? \u00b5m ok", text
+    import subprocess
+    import sys
+
+    from conftest import binding_env
+    code = (f"import slidepipe; print(repr(slidepipe.open({str(path)!r})"
+            f".properties['tiff.ImageDescription']))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=binding_env(sp.binary, None), timeout=60)
+    if run.returncode != 0 and "No module named 'slidepipe'" in run.stderr:
+        pytest.skip(f"the Python binding is not importable here: {run.stderr.strip()[-200:]}")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == repr(text)
