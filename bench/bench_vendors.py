@@ -1,5 +1,5 @@
-"""bench_vendors.py — random 256x256 level-0 regions from Philips TIFF, Leica SCN, Ventana BIF and
-Sakura SVSlide slides, slidepipe's Python binding against openslide-python (OpenSlide 4) in the same run.
+"""bench_vendors.py — random 256x256 level-0 regions from Philips TIFF, Leica SCN, Ventana BIF,
+Sakura SVSlide and Trestle slides, slidepipe's Python binding against openslide-python (OpenSlide 4) in the same run.
 
     usage: .venv/bin/python bench/bench_vendors.py [--regions 300] [--repeat 3] [--cache]
     (run from a build: PYTHONPATH=build/python, which `make` fills)
@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "tests" / "data"))
 import openslide  # noqa: E402
 import sakura_writer  # noqa: E402
 import slidepipe  # noqa: E402
+import trestle_writer  # noqa: E402
 import vendor_samples  # noqa: E402
 
 
@@ -55,6 +56,7 @@ def main():
             ("Leica SCN", vendor_samples.write_leica(Path(tmp) / "l.scn", testdata)),
             ("Ventana BIF", vendor_samples.write_bif(Path(tmp) / "v.bif", testdata)),
             ("Sakura", sakura_writer.write_sakura(Path(tmp) / "s.svslide", testdata)),
+            ("Trestle", trestle_writer.write_sample(Path(tmp) / "t.tif", testdata)),
         ]
         print(f"{'format':<14}{'slidepipe MP/s':>16}{'OpenSlide 4 MP/s':>18}{'ratio':>8}")
         for name, path in slides:

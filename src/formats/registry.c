@@ -12,6 +12,7 @@ extern const sp_format sp_format_huron;
 extern const sp_format sp_format_ome_tiff;
 extern const sp_format sp_format_dicom;
 extern const sp_format sp_format_sakura_svslide;
+extern const sp_format sp_format_trestle;
 extern const sp_format sp_format_ome_zarr;
 extern const sp_format sp_format_generic_tiff;
 extern const sp_format sp_format_mirax;
@@ -29,6 +30,7 @@ const sp_format *const sp_formats[] = {
     &sp_format_ome_tiff,
     &sp_format_dicom,
     &sp_format_sakura_svslide,
+    &sp_format_trestle,
     &sp_format_ome_zarr,
     &sp_format_generic_tiff,
     &sp_format_mirax,
