@@ -82,22 +82,7 @@ static sp_status add_description_properties(sp_slide *s, const char *desc, sp_er
 static sp_status aperio_open(sp_slide *s, sp_probe *p, sp_err *err) {
     sp_tiff_slide_adopt(s, p);
     const sp_tiff *t = s->container;
-    sp_status st = SP_OK;
-    for (uint32_t i = 0; st == SP_OK && i < t->n_dirs; i++) {
-        const sp_tiff_dir *d = &t->dirs[i];
-        if (d->width == 0 || d->height == 0) {
-            continue;
-        }
-        if (d->tiled) {
-            st = sp_tiff_slide_add_level(s, d, err);
-        } else if (i == 1) {
-            st = sp_tiff_slide_add_associated(s, "thumbnail", d, err);
-        } else if (d->subfile_type == 1) {
-            st = sp_tiff_slide_add_associated(s, "label", d, err);
-        } else if (d->subfile_type == 9) {
-            st = sp_tiff_slide_add_associated(s, "macro", d, err);
-        }
-    }
+    sp_status st = sp_tiff_slide_add_aperio_layout(s, err);
     if (st == SP_OK) {
         st = sp_tiff_slide_add_properties(s, &t->dirs[0], false, err);
     }

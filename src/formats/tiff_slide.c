@@ -168,3 +168,24 @@ sp_status sp_tiff_slide_add_properties(sp_slide *s, const sp_tiff_dir *d, bool m
     }
     return st;
 }
+
+sp_status sp_tiff_slide_add_aperio_layout(sp_slide *s, sp_err *err) {
+    const sp_tiff *t = s->container;
+    sp_status st = SP_OK;
+    for (uint32_t i = 0; st == SP_OK && i < t->n_dirs; i++) {
+        const sp_tiff_dir *d = &t->dirs[i];
+        if (d->width == 0 || d->height == 0) {
+            continue;
+        }
+        if (d->tiled) {
+            st = sp_tiff_slide_add_level(s, d, err);
+        } else if (i == 1) {
+            st = sp_tiff_slide_add_associated(s, "thumbnail", d, err);
+        } else if (d->subfile_type == 1) {
+            st = sp_tiff_slide_add_associated(s, "label", d, err);
+        } else if (d->subfile_type == 9) {
+            st = sp_tiff_slide_add_associated(s, "macro", d, err);
+        }
+    }
+    return st;
+}

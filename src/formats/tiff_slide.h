@@ -31,6 +31,11 @@ void sp_tiff_slide_take_icc(sp_slide *slide, const sp_tiff_dir *dir);
 sp_status sp_tiff_slide_add_associated(sp_slide *slide, const char *name, const sp_tiff_dir *dir,
                                        sp_err *err);
 
+/* Aperio's layout, which Huron's shares: every tiled directory a level in file order, the second
+ * directory (stripped) the "thumbnail", stripped directories of NewSubfileType 1 and 9 the
+ * "label" and "macro". */
+sp_status sp_tiff_slide_add_aperio_layout(sp_slide *slide, sp_err *err);
+
 /* Store tiff.ImageDescription, tiff.Software, ... of `dir`; with `mpp_from_resolution`, also
  * slidepipe.mpp-x/y from its resolution tags (inch or centimetre units) when present. Vendor
  * formats whose resolution tags are unreliable pass false and set the MPP themselves. */
