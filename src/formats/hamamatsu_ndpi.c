@@ -169,12 +169,7 @@ static sp_status open_stream(const sp_tiff *t, const sp_limits *limits, const sp
 
 static unsigned ndpi_area_scales(sp_slide *s, const sp_level *l) {
     (void)s;
-    const ndpi_level *nl = l->priv;
-    unsigned scales = 0;
-    for (unsigned c = 1; c <= 8; c *= 2) {
-        scales |= nl->scale * c <= 8 ? c : 0;
-    }
-    return scales | SP_AREA_OPAQUE; /* JPEG has no alpha */
+    return sp_jpeg_restart_area_scales(((const ndpi_level *)l->priv)->scale);
 }
 
 static sp_status ndpi_read_tile_area(sp_slide *s, const sp_level *l, int64_t col, int64_t row,

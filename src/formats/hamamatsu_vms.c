@@ -170,12 +170,7 @@ static sp_status place_jpegs(vms_image *img, const vms_jpeg *jpegs, int cols, in
 
 static unsigned vms_area_scales(sp_slide *s, const sp_level *l) {
     (void)s;
-    const vms_level *vl = l->priv;
-    unsigned scales = 0;
-    for (unsigned c = 1; c <= 8; c *= 2) {
-        scales |= vl->scale * c <= 8 ? c : 0;
-    }
-    return scales | SP_AREA_OPAQUE;
+    return sp_jpeg_restart_area_scales(((const vms_level *)l->priv)->scale);
 }
 
 static sp_status vms_read_tile_area(sp_slide *s, const sp_level *l, int64_t col, int64_t row,

@@ -11,6 +11,7 @@
 
 #include "base/fill.h"
 #include "codecs/codec.h"
+#include "formats/slide_struct.h"
 
 /* Bytes read at a time when scanning a stream for restart markers. */
 #define SCAN_BLOCK (1u << 20)
@@ -173,4 +174,12 @@ sp_status sp_jpeg_restart_decode_area(sp_source *src, const sp_limits *limits,
                           bpp, empty);
     }
     return st;
+}
+
+unsigned sp_jpeg_restart_area_scales(unsigned scale) {
+    unsigned scales = 0;
+    for (unsigned c = 1; c <= 8; c *= 2) {
+        scales |= scale * c <= 8 ? c : 0;
+    }
+    return scales | SP_AREA_OPAQUE; /* JPEG has no alpha */
 }

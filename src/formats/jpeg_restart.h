@@ -56,6 +56,10 @@ sp_status sp_jpeg_restart_tile(sp_source *src, const sp_limits *limits, const ui
 /* Decode the part (x, y, w, h) of the interval [begin, end)'s tile, seen at 1/scale (1, 2, 4 or
  * 8), into dst (bpp bytes a pixel, rows `stride` apart), filling with `empty` what the decode
  * does not cover: a tile read of the formats built on these streams. */
+/* The DCT scales (bits 1, 2, 4, 8) a level made of these tiles seen at 1/scale can still be
+ * read at (the product at most 8), and SP_AREA_OPAQUE: a level's area_scales. */
+unsigned sp_jpeg_restart_area_scales(unsigned scale);
+
 sp_status sp_jpeg_restart_decode_area(sp_source *src, const sp_limits *limits,
                                       const uint8_t *header, size_t header_len, uint64_t begin,
                                       uint64_t end, unsigned scale, int64_t x, int64_t y, int64_t w,
