@@ -6,7 +6,8 @@
  * written into its slot of the batch in the model's dtype and layout (batch_format.c). The
  * result therefore depends only on the requests, never on the thread count or on timing. Batches
  * are handed over whole: the consumer owns one from sp_loader_next until sp_batch_free, so the
- * loader holds at most `prefetch` ready batches plus the one being made.
+ * loader holds at most `prefetch` ready batches plus the one being made, and keeps up to two
+ * batches' memory that the consumer let go for the next batches (batch_pool.h).
  */
 #include <math.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 
 #include "base/thread_pool.h"
 #include "cuda/cuda_host.h"
+#include "jobs/train/batch_pool.h"
 #include "io/numa.h"
 #include "jobs/train/batch_format.h"
 #include "slide/slide.h"
@@ -31,6 +33,7 @@
 typedef struct batch_box {
     sp_batch pub;
     sp_status *statuses;
+    sp_batch_pool *pool; /* where its host memory goes back; NULL once it is on a device */
 } batch_box;
 
 /* How every patch is made: the slides, the requests, the steps and the output format. */
@@ -65,6 +68,7 @@ struct sp_loader {
     bool stop, done;
     sp_status failure;
     sp_loader_stats stats;
+    sp_batch_pool *pool; /* batch memory, reused */
 };
 
 /* What the pool's items share while patches [first, first + count) are made into dst. */
@@ -134,17 +138,6 @@ static int64_t make_patches(const recipe *r, int64_t first, int64_t count, void 
     return (int64_t)atomic_load(&m.failed);
 }
 
-/* Batch memory, page-locked when asked for (or to be copied to a device) and a device is there. */
-static void *batch_memory(sp_loader *l, size_t bytes, int *pinned) {
-    void *p = NULL;
-    *pinned = 0;
-    if ((l->cfg.pinned || l->cfg.cuda) && sp_cuda_host_alloc(bytes, &p) == SP_OK) {
-        *pinned = 1;
-        return p;
-    }
-    return malloc(bytes > 0 ? bytes : 1);
-}
-
 /* Move a made batch to CUDA device memory; false (the batch freed) when that fails. */
 static bool to_device(batch_box *b, int device) {
     void *on_device = NULL;
@@ -152,11 +145,8 @@ static bool to_device(batch_box *b, int device) {
         sp_batch_free(&b->pub);
         return false;
     }
-    if (b->pub.pinned) {
-        sp_cuda_host_free(b->pub.data);
-    } else {
-        free(b->pub.data);
-    }
+    sp_batch_pool_give(b->pool, b->pub.data, b->pub.pinned);
+    b->pool = NULL;
     b->pub.data = on_device;
     b->pub.pinned = 0;
     b->pub.device = device;
@@ -175,7 +165,10 @@ static batch_box *make_batch(sp_loader *l, int64_t index) {
     b->pub.count = left < l->cfg.batch_size ? left : l->cfg.batch_size;
     b->pub.bytes = (size_t)b->pub.count * l->r.patch_bytes;
     b->statuses = malloc((size_t)b->pub.count * sizeof *b->statuses);
-    b->pub.data = batch_memory(l, b->pub.bytes, &b->pub.pinned);
+    /* Batch memory, page-locked when asked for (or to be copied to a device) and a device is
+     * there: a full batch's, reused from batch to batch (batch_pool.h). */
+    b->pub.data = sp_batch_pool_take(l->pool, &b->pub.pinned);
+    b->pool = b->pub.data != NULL ? l->pool : NULL;
     b->pub.statuses = b->statuses;
     if (b->statuses == NULL || b->pub.data == NULL) {
         sp_batch_free(&b->pub);
@@ -342,6 +335,7 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
 
 /* Free the loader's own memory (its thread and locks are gone). */
 static void free_loader(sp_loader *l) {
+    sp_batch_pool_release(l->pool);
     free(l->slides);
     free(l->reqs);
     free(l->ready);
@@ -449,6 +443,13 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
         l->cfg.photometric = &l->photometric;
     }
     set_recipe(&l->r, l->slides, l->reqs, &l->cfg);
+    /* Two spares: the batch the consumer just let go, ready for the next one made. */
+    l->pool = sp_batch_pool_new((size_t)l->cfg.batch_size * l->r.patch_bytes,
+                                l->cfg.pinned || l->cfg.cuda, 2);
+    if (l->pool == NULL) {
+        st = SP_E_NOMEM;
+        goto fail;
+    }
     if (pthread_create(&l->thread, NULL, produce, l) != 0) {
         put(err, err_len, "loader: cannot start its thread");
         st = SP_E_NOMEM;
@@ -508,10 +509,8 @@ void sp_batch_free(sp_batch *batch) {
     batch_box *b = (batch_box *)batch; /* pub is the box's first member */
     if (b->pub.device >= 0) {
         sp_cuda_device_free(b->pub.device, b->pub.data);
-    } else if (b->pub.pinned) {
-        sp_cuda_host_free(b->pub.data);
-    } else {
-        free(b->pub.data);
+    } else if (b->pool != NULL) {
+        sp_batch_pool_give(b->pool, b->pub.data, b->pub.pinned);
     }
     free(b->statuses);
     free(b);
