@@ -197,7 +197,7 @@ class Loader:
     (torch.from_dlpack gives a CUDA tensor). `group` patches make one sample: batches then have
     the shape (n, group, ...).
     Iterating yields Batch objects until the requests are used up. Memory: at most prefetch + 1
-    batches held by the loader, and those the caller keeps."""
+    batches held by the loader, those the caller keeps, and up to two let go, kept for reuse."""
 
     def __init__(self, slides, requests, fmt, *, size, batch_size, prefetch=2, threads=0,
                  pinned=False, numa="auto", device=None, group=1, **steps):
