@@ -109,6 +109,16 @@ static int64_t region_bytes(int64_t width, int64_t height, int rgb) {
 
 /* ---- Slide ------------------------------------------------------------------------------- */
 
+/* Close a slide with the GIL released: a remote slide's close waits for the requests it sent
+ * ahead, and the server answering them may be Python code in this process (a test's, a proxy's)
+ * that needs the GIL to answer. */
+static void close_released(sp_slide *slide) {
+    if (slide != NULL) {
+        Py_BEGIN_ALLOW_THREADS sp_slide_close(slide);
+        Py_END_ALLOW_THREADS
+    }
+}
+
 static int slide_init(core_slide *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"path", "apply_icc", "plane", NULL};
     PyObject *path_obj = NULL;
@@ -157,7 +167,7 @@ static int slide_init(core_slide *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     if (self->slide != NULL) { /* another thread's __init__ won while the GIL was released */
-        sp_slide_close(slide);
+        close_released(slide);
         PyErr_SetString(PyExc_RuntimeError, "the slide is already open");
         return -1;
     }
@@ -170,13 +180,14 @@ static PyObject *slide_close(core_slide *self, PyObject *unused) {
         PyErr_SetString(PyExc_RuntimeError, "the slide is being read by another thread");
         return NULL;
     }
-    sp_slide_close(self->slide);
-    self->slide = NULL;
+    sp_slide *slide = self->slide;
+    self->slide = NULL; /* detached first: no other thread sees it while it closes */
+    close_released(slide);
     Py_RETURN_NONE;
 }
 
 static void slide_dealloc(core_slide *self) {
-    sp_slide_close(self->slide); /* no reader can hold a reference it no longer has */
+    close_released(self->slide); /* no reader can hold a reference it no longer has */
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
