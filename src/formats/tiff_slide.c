@@ -22,11 +22,14 @@ static void tiff_destroy(sp_slide *s) {
     s->container = NULL;
 }
 
-static unsigned tiff_area_scales(sp_slide *s, const sp_level *l) {
-    const sp_tiff_dir *d = l->priv;
+unsigned sp_tiff_slide_dir_area_scales(const sp_slide *s, const sp_tiff_dir *d) {
     unsigned scales = sp_tiff_area_scales(s->container, d);
     /* JPEG tiles have no alpha; a JPEG 2000 codestream may carry a fourth component. */
     return scales != 0 && d->compression == SP_COMPRESSION_JPEG ? scales | SP_AREA_OPAQUE : scales;
+}
+
+static unsigned tiff_area_scales(sp_slide *s, const sp_level *l) {
+    return sp_tiff_slide_dir_area_scales(s, l->priv);
 }
 
 static sp_status tiff_read_tile_area(sp_slide *s, const sp_level *l, int64_t col, int64_t row,

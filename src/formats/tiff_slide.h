@@ -36,6 +36,10 @@ sp_status sp_tiff_slide_add_associated(sp_slide *slide, const char *name, const 
  * "label" and "macro". */
 sp_status sp_tiff_slide_add_aperio_layout(sp_slide *slide, sp_err *err);
 
+/* The area_scales of a level whose tiles are directory d's (sp_tiff_area_scales, opaque for
+ * JPEG), for formats whose levels keep more than the directory. */
+unsigned sp_tiff_slide_dir_area_scales(const sp_slide *slide, const sp_tiff_dir *dir);
+
 /* Store tiff.ImageDescription, tiff.Software, ... of `dir`; with `mpp_from_resolution`, also
  * slidepipe.mpp-x/y from its resolution tags (inch or centimetre units) when present. Vendor
  * formats whose resolution tags are unreliable pass false and set the MPP themselves. */

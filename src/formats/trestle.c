@@ -269,9 +269,7 @@ static sp_status trestle_read_tile(sp_slide *s, const sp_level *l, int64_t col, 
 }
 
 static unsigned trestle_area_scales(sp_slide *s, const sp_level *l) {
-    const sp_tiff_dir *d = ((const trestle_level *)l->priv)->dir;
-    unsigned scales = sp_tiff_area_scales(s->container, d);
-    return scales != 0 && d->compression == SP_COMPRESSION_JPEG ? scales | SP_AREA_OPAQUE : scales;
+    return sp_tiff_slide_dir_area_scales(s, ((const trestle_level *)l->priv)->dir);
 }
 
 /* The area (x, y, w, h) of level tile (col, row) seen at 1/scale: the same area of its TIFF
