@@ -119,7 +119,8 @@ def run_suite(python, venv: Path, tmp: Path, only=None) -> str:
     where = [tests / name for name in only] if only else [
         tests, *(f"--ignore={tests / name}"
                  for name in ("test_ray.py", "test_dask.py", "test_example_train.py"))]
-    proc = run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *where],
+    proc = run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-n", "2",
+                "--dist", "loadfile", *where],
                timeout=SUITE_TIMEOUT, cwd=REPO_ROOT, env=env, check=False)
     tail = proc.stdout[-3000:]
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
