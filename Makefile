@@ -47,11 +47,11 @@ demo: bootstrap build $(DEMO_ENV)/.installed
 	scripts/demo $(BUILD)/slidepipe demo-out $(DEMO_ENV)/bin/python
 
 unit: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest -j 3 --output-on-failure
 
 pytest: build venv
-	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q tests --ignore=tests/pip
-	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q python/tests
+	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q -n 3 --dist loadfile tests --ignore=tests/pip
+	SLIDEPIPE_BIN=$(abspath $(BUILD))/slidepipe $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile python/tests
 
 # `pip install .` and `pip install -e .` into new environments, each running python/tests
 # (tests/pip; make test runs it too).
