@@ -17,6 +17,7 @@
 #include "ops/patch_batch.h"
 #include "ops/augment_color.h"
 #include "ops/augment_color_math.h"
+#include "ops/augment_hue.h"
 
 /* The draws, in this order. */
 enum {
@@ -167,6 +168,22 @@ void sp_color_jitter(uint8_t *rgb, int64_t npixels, const sp_photometric_draws *
                 sum += sp_aug_grey(rgb + 3 * i);
             }
             mean = sp_jitter_grey_mean(sum, npixels);
+        }
+        if (step == SP_JITTER_HUE) {
+            sp_hue_pixels(rgb, npixels, ratio);
+            continue;
+        }
+        if (step != SP_JITTER_SATURATION) {
+            /* Brightness and contrast blend each byte with a constant: a table of the 256
+             * results, made by the same function, gives the same bytes. */
+            uint8_t table[256];
+            for (int v = 0; v < 256; v++) {
+                table[v] = sp_aug_blend((uint8_t)v, mean, ratio, rest);
+            }
+            for (int64_t i = 0; i < 3 * npixels; i++) {
+                rgb[i] = table[rgb[i]];
+            }
+            continue;
         }
         for (int64_t i = 0; i < npixels; i++) {
             sp_aug_jitter_step(rgb + 3 * i, step, ratio, rest, mean);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ops/augment_geometry.h"
+#include "ops/op.h"
 
 static uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -34,9 +35,9 @@ void sp_geom_elastic_noise(int64_t w, int64_t h, uint64_t seed, double *noise) {
  * the sum over k = -r..r in that order, in float32 (as Kornia smooths a float32 image; four
  * lanes a vector where double has two). Rows go through a zero-padded copy (`pad`, w + 2 r) and
  * columns are accumulated a whole row at a time, so the inner loops have no edge tests and
- * vectorise. */
-static void smooth_plane(int64_t w, int64_t h, const float *weights, int r, double *plane,
-                         float *tmp, float *pad, float *row) {
+ * vectorise (eight lanes with AVX2: each output is still the same sum in the same order). */
+SP_OPS_SIMD static void smooth_plane(int64_t w, int64_t h, const float *weights, int r,
+                                     double *plane, float *tmp, float *pad, float *row) {
     for (int64_t i = 0; i < r; i++) {
         pad[i] = 0.0f;
         pad[w + r + i] = 0.0f;

@@ -3,14 +3,17 @@
  * gets the values the definitions give (contrast moves it by the grey weights' 0.9999, hue and
  * saturation and blur leave it), the noise has the drawn standard deviation, the draws of one
  * stage do not move when another is switched off, every permutation of the jitter's steps is
- * drawn, and a batch equals its patches done one by one on any thread count and split. (The
- * arithmetic is compared with torchvision in python/tests/test_augment_color.py.)
+ * drawn, and a batch equals its patches done one by one on any thread count and split; the hue
+ * step over a run of pixels (eight at a time with AVX2) gives sp_aug_hue's bytes on every 8-bit
+ * colour. (The arithmetic is compared with torchvision in python/tests/test_augment_color.py.)
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/augment_color_math.h"
+#include "ops/augment_hue.h"
 #include "slidepipe.h"
 #include "unit.h"
 
@@ -235,6 +238,49 @@ static void test_batch_equals_single(void) {
     free(many);
 }
 
+/* Every colour `step` apart (1: all 2^24), as RGB8 pixels; returns how many. */
+static int64_t colours(uint8_t *px, uint32_t step) {
+    int64_t n = 0;
+    for (uint32_t c = 0; c < (1u << 24); c += step, n++) {
+        px[3 * n] = (uint8_t)(c >> 16);
+        px[3 * n + 1] = (uint8_t)(c >> 8);
+        px[3 * n + 2] = (uint8_t)c;
+    }
+    return n;
+}
+
+static void test_hue_run_equals_one_pixel_at_a_time(void) {
+    uint8_t *fast = malloc((size_t)3 << 24), *one = malloc((size_t)3 << 24);
+    CHECK(fast != NULL && one != NULL);
+    if (fast == NULL || one == NULL) {
+        free(fast);
+        free(one);
+        return;
+    }
+    /* Every colour at one shift; every 13th (an odd count: the run's tail too) at the ends of
+     * the range, none and a small one. */
+    const float shifts[] = {0.2f, -0.5f, -0.0371f, 0.0f, 0.5f};
+    for (size_t s = 0; s < sizeof shifts / sizeof shifts[0]; s++) {
+        int64_t n = colours(fast, s == 0 ? 1 : 13);
+        memcpy(one, fast, (size_t)n * 3);
+        sp_hue_pixels(fast, n, shifts[s]);
+        for (int64_t i = 0; i < n; i++) {
+            sp_aug_hue(one + 3 * i, shifts[s]);
+        }
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n * 3; i++) {
+            differ += fast[i] != one[i];
+        }
+        if (differ != 0) {
+            fprintf(stderr, "hue shift %g: %lld of %lld bytes differ\n", (double)shifts[s],
+                    (long long)differ, (long long)(n * 3));
+        }
+        CHECK_EQ_INT(differ, 0);
+    }
+    free(fast);
+    free(one);
+}
+
 void unit_run(void) {
     test_rejects();
     test_identity();
@@ -242,4 +288,5 @@ void unit_run(void) {
     test_noise_statistics();
     test_draws_independent();
     test_batch_equals_single();
+    test_hue_run_equals_one_pixel_at_a_time();
 }
