@@ -16,6 +16,7 @@ flips and colours, on any number of threads.
 
 import dataclasses
 import os
+import weakref
 
 import numpy as np
 
@@ -223,6 +224,7 @@ class PatchSampler:
             raise ValueError("annotations: one per slide (None for a slide without)")
         self.normalize, self.stain_sigma = _normalizer(normalize), float(stain_sigma)
         self._owned, self.slides, self.downsamples, parts, stains, reinhard = [], [], [], [], [], []
+        self._loaders = weakref.WeakSet()  # the epochs under way, stopped by close()
         for i, s in enumerate(slides):
             ann = None if annotations is None else annotations[i]
             self._add_slide(s, ann, stride, min_tissue, mask_side, parts, stains, reinhard)
@@ -467,6 +469,7 @@ class PatchSampler:
                         batch_size=b * self.group, prefetch=self.prefetch, threads=self.threads,
                         pinned=self.pinned, numa=self.numa, device=self.device,
                         group=self.group, **self.steps())
+        self._loaders.add(loader)
         try:
             for batch in loader:
                 first, n = batch.first // self.group, batch.count // self.group
@@ -528,10 +531,22 @@ class PatchSampler:
         return sampler_from_manifest(cls, manifest, run_options)
 
     def close(self):
-        """Close the slides this sampler opened."""
+        """Stop the epochs under way (an epoch left unfinished, its generator still held, ends
+        there) and close the slides this sampler opened."""
+        for loader in list(self._loaders):
+            loader.close()
         for s in self._owned:
             s.close()
         self._owned = []
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_loaders"]  # this process's threads: a copy starts with none
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._loaders = weakref.WeakSet()
 
     def __enter__(self):
         return self

@@ -155,6 +155,20 @@ def test_a_slide_being_loaded_cannot_be_closed(testdata):
     s.close()
 
 
+def test_closing_a_sampler_stops_an_unfinished_epoch(testdata):
+    """An epoch left after its first batch, its generator still held (a loop that breaks, a
+    benchmark that times part of one): leaving the sampler's `with` stops the epoch's loader
+    before closing the slides, where the slide's close used to refuse ("being read")."""
+    with slidepipe.PatchSampler([testdata / SMALL], 64, batch_size=4, min_tissue=0.3,
+                                mask_side=512, seed=3, threads=2, prefetch=4) as s:
+        batches = s.epoch(0)
+        patches, _ = next(batches)
+        assert patches.shape == (4, 64, 64, 3)
+    assert list(batches) == []  # the epoch ended with the sampler
+    again = pickle.loads(pickle.dumps(s))  # what is under way is not part of a sampler's state
+    assert len(again) == len(s)
+
+
 def test_bad_requests_name_the_request_and_the_slide(small):
     reqs = requests(3)
     reqs["level"][1] = 5
