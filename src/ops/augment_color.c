@@ -17,7 +17,7 @@
 #include "ops/patch_batch.h"
 #include "ops/augment_color.h"
 #include "ops/augment_color_math.h"
-#include "ops/augment_hue.h"
+#include "ops/augment_color_rows.h"
 
 /* The draws, in this order. */
 enum {
@@ -171,9 +171,9 @@ void sp_color_jitter(uint8_t *rgb, int64_t npixels, const sp_photometric_draws *
         }
         if (step == SP_JITTER_HUE) {
             sp_hue_pixels(rgb, npixels, ratio);
-            continue;
-        }
-        if (step != SP_JITTER_SATURATION) {
+        } else if (step == SP_JITTER_SATURATION) {
+            sp_saturation_pixels(rgb, npixels, ratio, rest);
+        } else {
             /* Brightness and contrast blend each byte with a constant: a table of the 256
              * results, made by the same function, gives the same bytes. */
             uint8_t table[256];
@@ -183,10 +183,6 @@ void sp_color_jitter(uint8_t *rgb, int64_t npixels, const sp_photometric_draws *
             for (int64_t i = 0; i < 3 * npixels; i++) {
                 rgb[i] = table[rgb[i]];
             }
-            continue;
-        }
-        for (int64_t i = 0; i < npixels; i++) {
-            sp_aug_jitter_step(rgb + 3 * i, step, ratio, rest, mean);
         }
     }
 }

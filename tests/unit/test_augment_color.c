@@ -4,8 +4,8 @@
  * saturation and blur leave it), the noise has the drawn standard deviation, the draws of one
  * stage do not move when another is switched off, every permutation of the jitter's steps is
  * drawn, and a batch equals its patches done one by one on any thread count and split; the hue
- * step over a run of pixels (eight at a time with AVX2) gives sp_aug_hue's bytes on every 8-bit
- * colour. (The arithmetic is compared with torchvision in python/tests/test_augment_color.py.)
+ * and saturation steps over a run of pixels (eight at a time with AVX2) give the one-pixel
+ * code's bytes on every 8-bit colour. (The arithmetic is compared with torchvision in python/tests/test_augment_color.py.)
  */
 #include <math.h>
 #include <stdint.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "ops/augment_color_math.h"
-#include "ops/augment_hue.h"
+#include "ops/augment_color_rows.h"
 #include "slidepipe.h"
 #include "unit.h"
 
@@ -281,6 +281,39 @@ static void test_hue_run_equals_one_pixel_at_a_time(void) {
     free(one);
 }
 
+static void test_saturation_run_equals_one_pixel_at_a_time(void) {
+    uint8_t *fast = malloc((size_t)3 << 24), *one = malloc((size_t)3 << 24);
+    CHECK(fast != NULL && one != NULL);
+    if (fast == NULL || one == NULL) {
+        free(fast);
+        free(one);
+        return;
+    }
+    /* Factors as the draws give them (ratio f, rest 1 - f): every colour at one, every 13th at
+     * the others, grey (0) and past 1 (clamped) among them. */
+    const double factors[] = {0.8125, 0.0, 1.2, 2.0, 0.37};
+    for (size_t s = 0; s < sizeof factors / sizeof factors[0]; s++) {
+        float ratio = (float)factors[s], rest = (float)(1.0 - factors[s]);
+        int64_t n = colours(fast, s == 0 ? 1 : 13);
+        memcpy(one, fast, (size_t)n * 3);
+        sp_saturation_pixels(fast, n, ratio, rest);
+        for (int64_t i = 0; i < n; i++) {
+            sp_aug_jitter_step(one + 3 * i, SP_JITTER_SATURATION, ratio, rest, 0.0f);
+        }
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n * 3; i++) {
+            differ += fast[i] != one[i];
+        }
+        if (differ != 0) {
+            fprintf(stderr, "saturation %g: %lld of %lld bytes differ\n", factors[s],
+                    (long long)differ, (long long)(n * 3));
+        }
+        CHECK_EQ_INT(differ, 0);
+    }
+    free(fast);
+    free(one);
+}
+
 void unit_run(void) {
     test_rejects();
     test_identity();
@@ -289,4 +322,5 @@ void unit_run(void) {
     test_draws_independent();
     test_batch_equals_single();
     test_hue_run_equals_one_pixel_at_a_time();
+    test_saturation_run_equals_one_pixel_at_a_time();
 }

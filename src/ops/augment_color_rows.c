@@ -1,12 +1,12 @@
-/* augment_hue.c — the colour jitter's hue step (torchvision's adjust_hue, docs/augment-color.md)
- * over a run of pixels. sp_aug_hue does one pixel with a switch on the HSV sector (about 25 ns
- * a pixel here, the largest part of the colour jitter). Here eight pixels go through AVX2 together
- * (about 7 ns a pixel):
- * the same float32 operations in the same order (no fused multiply-adds, floor exact,
- * max/min/compare/blend for the branches), so the bytes are sp_aug_hue's, which
+/* augment_color_rows.c — the colour jitter's hue and saturation steps (torchvision's
+ * adjust_hue and adjust_saturation, docs/augment-color.md) over a run of pixels. sp_aug_hue does
+ * one pixel with a switch on the HSV sector (about 25 ns a pixel here, the largest part of the
+ * colour jitter). Here eight pixels go through AVX2 together (about 7 ns a pixel): the same
+ * float32 operations in the same order (no fused multiply-adds, floor exact,
+ * max/min/compare/blend for the branches), so the bytes are the one-pixel code's, which
  * tests/unit/test_augment_color.c checks on every 8-bit colour. Without AVX2 (or with
- * SP_NO_SIMD) every pixel goes through sp_aug_hue. */
-#include "ops/augment_hue.h"
+ * SP_NO_SIMD) every pixel goes through the one-pixel code. */
+#include "ops/augment_color_rows.h"
 
 #include "base/simd_x86.h"
 #include "ops/augment_color_math.h"
@@ -95,6 +95,50 @@ __attribute__((target("avx2"))) static void hue_avx2(uint8_t *rgb, int64_t npixe
         sp_aug_hue(rgb + 3 * k, shift);
     }
 }
+
+/* sp_aug_trunc_u8 of eight values: clamp to [0, 255] (max and min as its compares), truncate. */
+__attribute__((target("avx2"))) static inline __m256i trunc_u8(__m256 v) {
+    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
+    return _mm256_cvttps_epi32(v);
+}
+
+__attribute__((target("avx2"))) static void saturation_avx2(uint8_t *rgb, int64_t npixels,
+                                                            float ratio, float rest) {
+    const __m256 wr = _mm256_set1_ps(0.2989f), wg = _mm256_set1_ps(0.587f);
+    const __m256 wb = _mm256_set1_ps(0.114f);
+    const __m256 by = _mm256_set1_ps(ratio), other_by = _mm256_set1_ps(rest);
+    int64_t k = 0;
+    for (; k + 8 <= npixels; k += 8) {
+        uint8_t *px = rgb + 3 * k;
+        int32_t ch[3][8];
+        for (int j = 0; j < 8; j++) {
+            for (int c = 0; c < 3; c++) {
+                ch[c][j] = px[3 * j + c];
+            }
+        }
+        __m256 v[3];
+        for (int c = 0; c < 3; c++) {
+            v[c] = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)ch[c]));
+        }
+        /* sp_aug_grey: (0.2989 r + 0.587 g) + 0.114 b, truncated to a whole number. */
+        __m256 grey = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(wr, v[0]), _mm256_mul_ps(wg, v[1])),
+                                    _mm256_mul_ps(wb, v[2]));
+        grey = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(grey));
+        __m256 blend = _mm256_mul_ps(other_by, grey);
+        for (int c = 0; c < 3; c++) {
+            __m256i out = trunc_u8(_mm256_add_ps(_mm256_mul_ps(by, v[c]), blend));
+            _mm256_storeu_si256((__m256i *)ch[c], out);
+        }
+        for (int j = 0; j < 8; j++) {
+            for (int c = 0; c < 3; c++) {
+                px[3 * j + c] = (uint8_t)ch[c][j];
+            }
+        }
+    }
+    for (; k < npixels; k++) {
+        sp_aug_jitter_step(rgb + 3 * k, SP_JITTER_SATURATION, ratio, rest, 0.0f);
+    }
+}
 #endif
 
 void sp_hue_pixels(uint8_t *rgb, int64_t npixels, float shift) {
@@ -106,5 +150,17 @@ void sp_hue_pixels(uint8_t *rgb, int64_t npixels, float shift) {
 #endif
     for (int64_t k = 0; k < npixels; k++) {
         sp_aug_hue(rgb + 3 * k, shift);
+    }
+}
+
+void sp_saturation_pixels(uint8_t *rgb, int64_t npixels, float ratio, float rest) {
+#ifdef SP_HAVE_X86
+    if (__builtin_cpu_supports("avx2")) {
+        saturation_avx2(rgb, npixels, ratio, rest);
+        return;
+    }
+#endif
+    for (int64_t k = 0; k < npixels; k++) {
+        sp_aug_jitter_step(rgb + 3 * k, SP_JITTER_SATURATION, ratio, rest, 0.0f);
     }
 }
