@@ -17,27 +17,43 @@
 /* select(mask, a, b): a where mask is set, else b. */
 #define SELECT(mask, a, b) _mm256_blendv_ps((b), (a), (mask))
 
-/* Eight channel values as float32, divided by 255 as sp_aug_hue does. */
-__attribute__((target("avx2"))) static inline __m256 unit_values(const int32_t v[8]) {
-    return _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)v)),
-                         _mm256_set1_ps(255.0f));
+/* Eight RGB8 pixels at px as three vectors of channel values (float32). */
+__attribute__((target("avx2"))) static inline void load8(const uint8_t *px, __m256 v[3]) {
+    int32_t ch[3][8];
+    for (int j = 0; j < 8; j++) {
+        for (int c = 0; c < 3; c++) {
+            ch[c][j] = px[3 * j + c];
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        v[c] = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)ch[c]));
+    }
+}
+
+/* Three vectors of channel values 0..255 back into the eight RGB8 pixels at px. */
+__attribute__((target("avx2"))) static inline void store8(const __m256i v[3], uint8_t *px) {
+    int32_t ch[3][8];
+    for (int c = 0; c < 3; c++) {
+        _mm256_storeu_si256((__m256i *)ch[c], v[c]);
+    }
+    for (int j = 0; j < 8; j++) {
+        for (int c = 0; c < 3; c++) {
+            px[3 * j + c] = (uint8_t)ch[c][j];
+        }
+    }
 }
 
 __attribute__((target("avx2"))) static void hue_avx2(uint8_t *rgb, int64_t npixels, float shift) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f);
-    const __m256 six = _mm256_set1_ps(6.0f);
+    const __m256 six = _mm256_set1_ps(6.0f), c255 = _mm256_set1_ps(255.0f);
     const __m256 to_byte = _mm256_set1_ps(255.999f), by = _mm256_set1_ps(shift);
     int64_t k = 0;
     for (; k + 8 <= npixels; k += 8) {
-        uint8_t *px = rgb + 3 * k;
-        int32_t ch[3][8];
-        for (int j = 0; j < 8; j++) {
-            for (int c = 0; c < 3; c++) {
-                ch[c][j] = px[3 * j + c];
-            }
-        }
-        __m256 r = unit_values(ch[0]), g = unit_values(ch[1]), b = unit_values(ch[2]);
+        __m256 in[3];
+        load8(rgb + 3 * k, in);
+        __m256 r = _mm256_div_ps(in[0], c255), g = _mm256_div_ps(in[1], c255);
+        __m256 b = _mm256_div_ps(in[2], c255);
         /* _mm256_max_ps(a, b) is a > b ? a : b, _mm256_min_ps(a, b) a < b ? a : b: sp_aug_max
          * and sp_aug_min exactly. */
         __m256 maxc = _mm256_max_ps(_mm256_max_ps(r, g), b);
@@ -81,15 +97,11 @@ __attribute__((target("avx2"))) static void hue_avx2(uint8_t *rgb, int64_t npixe
         o[0] = SELECT(_mm256_or_ps(at[0], at[5]), v, SELECT(at[1], q, SELECT(at[4], t, p)));
         o[1] = SELECT(_mm256_or_ps(at[1], at[2]), v, SELECT(at[0], t, SELECT(at[3], q, p)));
         o[2] = SELECT(_mm256_or_ps(at[3], at[4]), v, SELECT(at[2], t, SELECT(at[5], q, p)));
+        __m256i out[3];
         for (int c = 0; c < 3; c++) {
-            _mm256_storeu_si256((__m256i *)ch[c],
-                                _mm256_cvttps_epi32(_mm256_mul_ps(o[c], to_byte)));
+            out[c] = _mm256_cvttps_epi32(_mm256_mul_ps(o[c], to_byte));
         }
-        for (int j = 0; j < 8; j++) {
-            for (int c = 0; c < 3; c++) {
-                px[3 * j + c] = (uint8_t)ch[c][j];
-            }
-        }
+        store8(out, rgb + 3 * k);
     }
     for (; k < npixels; k++) {
         sp_aug_hue(rgb + 3 * k, shift);
@@ -109,31 +121,18 @@ __attribute__((target("avx2"))) static void saturation_avx2(uint8_t *rgb, int64_
     const __m256 by = _mm256_set1_ps(ratio), other_by = _mm256_set1_ps(rest);
     int64_t k = 0;
     for (; k + 8 <= npixels; k += 8) {
-        uint8_t *px = rgb + 3 * k;
-        int32_t ch[3][8];
-        for (int j = 0; j < 8; j++) {
-            for (int c = 0; c < 3; c++) {
-                ch[c][j] = px[3 * j + c];
-            }
-        }
         __m256 v[3];
-        for (int c = 0; c < 3; c++) {
-            v[c] = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)ch[c]));
-        }
+        load8(rgb + 3 * k, v);
         /* sp_aug_grey: (0.2989 r + 0.587 g) + 0.114 b, truncated to a whole number. */
         __m256 grey = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(wr, v[0]), _mm256_mul_ps(wg, v[1])),
                                     _mm256_mul_ps(wb, v[2]));
         grey = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(grey));
         __m256 blend = _mm256_mul_ps(other_by, grey);
+        __m256i out[3];
         for (int c = 0; c < 3; c++) {
-            __m256i out = trunc_u8(_mm256_add_ps(_mm256_mul_ps(by, v[c]), blend));
-            _mm256_storeu_si256((__m256i *)ch[c], out);
+            out[c] = trunc_u8(_mm256_add_ps(_mm256_mul_ps(by, v[c]), blend));
         }
-        for (int j = 0; j < 8; j++) {
-            for (int c = 0; c < 3; c++) {
-                px[3 * j + c] = (uint8_t)ch[c][j];
-            }
-        }
+        store8(out, rgb + 3 * k);
     }
     for (; k < npixels; k++) {
         sp_aug_jitter_step(rgb + 3 * k, SP_JITTER_SATURATION, ratio, rest, 0.0f);

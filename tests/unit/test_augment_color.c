@@ -249,7 +249,22 @@ static int64_t colours(uint8_t *px, uint32_t step) {
     return n;
 }
 
-static void test_hue_run_equals_one_pixel_at_a_time(void) {
+/* How many of n bytes differ between a and b, printed with `what` and its value when some do. */
+static int64_t bytes_differing(const uint8_t *a, const uint8_t *b, int64_t n, const char *what,
+                               double value) {
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; i++) {
+        differ += a[i] != b[i];
+    }
+    if (differ != 0) {
+        fprintf(stderr, "%s %g: %lld of %lld bytes differ\n", what, value, (long long)differ,
+                (long long)n);
+    }
+    return differ;
+}
+
+/* The hue and saturation steps over a run of pixels against the one-pixel code. */
+static void test_runs_equal_one_pixel_at_a_time(void) {
     uint8_t *fast = malloc((size_t)3 << 24), *one = malloc((size_t)3 << 24);
     CHECK(fast != NULL && one != NULL);
     if (fast == NULL || one == NULL) {
@@ -257,8 +272,8 @@ static void test_hue_run_equals_one_pixel_at_a_time(void) {
         free(one);
         return;
     }
-    /* Every colour at one shift; every 13th (an odd count: the run's tail too) at the ends of
-     * the range, none and a small one. */
+    /* Hue: every colour at one shift; every 13th (an odd count: the run's tail too) at the ends
+     * of the range, none and a small one. */
     const float shifts[] = {0.2f, -0.5f, -0.0371f, 0.0f, 0.5f};
     for (size_t s = 0; s < sizeof shifts / sizeof shifts[0]; s++) {
         int64_t n = colours(fast, s == 0 ? 1 : 13);
@@ -267,30 +282,10 @@ static void test_hue_run_equals_one_pixel_at_a_time(void) {
         for (int64_t i = 0; i < n; i++) {
             sp_aug_hue(one + 3 * i, shifts[s]);
         }
-        int64_t differ = 0;
-        for (int64_t i = 0; i < n * 3; i++) {
-            differ += fast[i] != one[i];
-        }
-        if (differ != 0) {
-            fprintf(stderr, "hue shift %g: %lld of %lld bytes differ\n", (double)shifts[s],
-                    (long long)differ, (long long)(n * 3));
-        }
-        CHECK_EQ_INT(differ, 0);
+        CHECK_EQ_INT(bytes_differing(fast, one, n * 3, "hue shift", shifts[s]), 0);
     }
-    free(fast);
-    free(one);
-}
-
-static void test_saturation_run_equals_one_pixel_at_a_time(void) {
-    uint8_t *fast = malloc((size_t)3 << 24), *one = malloc((size_t)3 << 24);
-    CHECK(fast != NULL && one != NULL);
-    if (fast == NULL || one == NULL) {
-        free(fast);
-        free(one);
-        return;
-    }
-    /* Factors as the draws give them (ratio f, rest 1 - f): every colour at one, every 13th at
-     * the others, grey (0) and past 1 (clamped) among them. */
+    /* Saturation, with factors as the draws give them (ratio f, rest 1 - f): every colour at
+     * one, every 13th at the others, grey (0) and past 1 (clamped) among them. */
     const double factors[] = {0.8125, 0.0, 1.2, 2.0, 0.37};
     for (size_t s = 0; s < sizeof factors / sizeof factors[0]; s++) {
         float ratio = (float)factors[s], rest = (float)(1.0 - factors[s]);
@@ -300,15 +295,7 @@ static void test_saturation_run_equals_one_pixel_at_a_time(void) {
         for (int64_t i = 0; i < n; i++) {
             sp_aug_jitter_step(one + 3 * i, SP_JITTER_SATURATION, ratio, rest, 0.0f);
         }
-        int64_t differ = 0;
-        for (int64_t i = 0; i < n * 3; i++) {
-            differ += fast[i] != one[i];
-        }
-        if (differ != 0) {
-            fprintf(stderr, "saturation %g: %lld of %lld bytes differ\n", factors[s],
-                    (long long)differ, (long long)(n * 3));
-        }
-        CHECK_EQ_INT(differ, 0);
+        CHECK_EQ_INT(bytes_differing(fast, one, n * 3, "saturation", factors[s]), 0);
     }
     free(fast);
     free(one);
@@ -321,6 +308,5 @@ void unit_run(void) {
     test_noise_statistics();
     test_draws_independent();
     test_batch_equals_single();
-    test_hue_run_equals_one_pixel_at_a_time();
-    test_saturation_run_equals_one_pixel_at_a_time();
+    test_runs_equal_one_pixel_at_a_time();
 }
