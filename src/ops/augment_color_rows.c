@@ -43,6 +43,11 @@ __attribute__((target("avx2"))) static inline void store8(const __m256i v[3], ui
     }
 }
 
+/* sp_aug_unit of eight values: clamp to [0, 1] (max and min as its compares). */
+__attribute__((target("avx2"))) static inline __m256 unit(__m256 v) {
+    return _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(1.0f));
+}
+
 __attribute__((target("avx2"))) static void hue_avx2(uint8_t *rgb, int64_t npixels, float shift) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f);
@@ -81,12 +86,10 @@ __attribute__((target("avx2"))) static void hue_avx2(uint8_t *rgb, int64_t npixe
         __m256 f = _mm256_sub_ps(h6, i);
         __m256 sector = SELECT(_mm256_cmp_ps(i, six, _CMP_GE_OQ), zero, i); /* (int)i % 6 */
         __m256 v = maxc;
-        __m256 p = _mm256_mul_ps(v, _mm256_sub_ps(one, s));
-        __m256 q = _mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_mul_ps(s, f)));
-        __m256 t = _mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_mul_ps(s, _mm256_sub_ps(one, f))));
-        p = _mm256_min_ps(_mm256_max_ps(p, zero), one); /* sp_aug_unit */
-        q = _mm256_min_ps(_mm256_max_ps(q, zero), one);
-        t = _mm256_min_ps(_mm256_max_ps(t, zero), one);
+        __m256 p = unit(_mm256_mul_ps(v, _mm256_sub_ps(one, s)));
+        __m256 q = unit(_mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_mul_ps(s, f))));
+        __m256 t =
+            unit(_mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_mul_ps(s, _mm256_sub_ps(one, f)))));
         __m256 at[6];
         for (int n = 0; n < 6; n++) {
             at[n] = _mm256_cmp_ps(sector, _mm256_set1_ps((float)n), _CMP_EQ_OQ);

@@ -5,7 +5,8 @@
  * stage do not move when another is switched off, every permutation of the jitter's steps is
  * drawn, and a batch equals its patches done one by one on any thread count and split; the hue
  * and saturation steps over a run of pixels (eight at a time with AVX2) give the one-pixel
- * code's bytes on every 8-bit colour. (The arithmetic is compared with torchvision in python/tests/test_augment_color.py.)
+ * code's bytes on every 8-bit colour. (The arithmetic is compared with torchvision in
+ * python/tests/test_augment_color.py.)
  */
 #include <math.h>
 #include <stdint.h>
