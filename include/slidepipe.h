@@ -900,9 +900,13 @@ SP_API sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
                                   size_t err_len);
 
 /* The next batch in request order, waiting for it if it is not ready; *out is NULL after the
- * last batch. SP_E_NOMEM when its memory could not be allocated (the loader stops then). One
- * consumer at a time. */
+ * last batch. SP_E_NOMEM when its memory could not be allocated, or the GPU's failure (SP_E_IO,
+ * SP_E_NOMEM) when a CUDA loader's steps failed on the device; the loader stops then, and
+ * sp_loader_error says why. One consumer at a time. */
 SP_API sp_status sp_loader_next(sp_loader *loader, sp_batch **out);
+
+/* Why the loader stopped, once sp_loader_next has returned its failure; "" before. */
+SP_API const char *sp_loader_error(const sp_loader *loader);
 
 /* Free a batch handed out by sp_loader_next (it may outlive its loader); NULL is accepted. */
 SP_API void sp_batch_free(sp_batch *batch);

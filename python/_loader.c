@@ -480,7 +480,8 @@ static PyObject *loader_next(core_loader *self, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS st = sp_loader_next(self->loader, &b);
     Py_END_ALLOW_THREADS self->busy = 0;
     if (st != SP_OK) {
-        return raise_status(st, "the loader could not allocate a batch");
+        const char *why = sp_loader_error(self->loader);
+        return raise_status(st, why[0] != '\0' ? why : "the loader could not allocate a batch");
     }
     if (b == NULL) {
         Py_RETURN_NONE;

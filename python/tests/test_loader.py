@@ -592,6 +592,52 @@ def test_normalizers_and_stain_augmentation_in_the_loader(small, normalize):
     assert np.array_equal(got, want)
 
 
+# The steps a CUDA loader runs on the GPU (cuda_batch.h), and whether its bytes must equal the
+# CPU's: the Reinhard and stain-augmentation kernels call the GPU's pow and exp, which are not
+# correctly rounded, so a value may differ by one level there (test_cuda_stains bounds it too).
+GPU_STEPS = {
+    "macenko-geometry-hed-photometric": (dict(normalize="macenko", geometry=GEOMETRY,
+                                              dihedral=True, hed_sigma=0.05,
+                                              photometric=PHOTOMETRIC), True),
+    "reinhard-stain_sigma": (dict(normalize="reinhard", stain_sigma=0.1), False),
+    "macenko-stain_sigma": (dict(normalize="macenko", stain_sigma=0.1, dihedral=True), False),
+    "stain_sigma-in-the-slides-stains": (dict(stain_sigma=0.1), False),
+}
+
+
+def gpu_or_skip():
+    devices, why = slidepipe._core.cuda_device_count()
+    if devices == 0:
+        pytest.skip(f"no CUDA device here ({why}): the GPU steps are checked where one is")
+
+
+@pytest.mark.parametrize("fmt", FORMATS[::2], ids=repr)
+@pytest.mark.parametrize("name", GPU_STEPS)
+def test_a_cuda_loader_makes_the_cpus_batches_on_the_gpu(small, name, fmt):
+    gpu_or_skip()
+    torch = pytest.importorskip("torch", reason="PyTorch is pinned in tests/requirements.txt")
+    steps, exact = GPU_STEPS[name]
+    if not exact and fmt.dtype != "uint8":
+        pytest.skip("steps that may differ by a level are compared in uint8")
+    # two slides with different stains, so each patch's own stains must be taken
+    reqs = requests(10, seed=12)
+    reqs["slide"] = np.arange(10) % 2
+    slides = [small, small]
+    steps = dict(steps, stains=[small.stains(512), slidepipe.Stains.reference()],
+                 reinhard=[small.reinhard_stats(512), slidepipe.ReinhardStats.reference()])
+    want, st = read_patches(slides, reqs, fmt, size=64, **steps)
+    assert not st.any()
+    with Loader(slides, reqs, fmt, size=64, batch_size=4, device="cuda", **steps) as loader:
+        batches = list(loader)
+    got = torch.cat([torch.from_dlpack(b) for b in batches]).cpu().numpy()
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if exact:
+        assert np.array_equal(got, want)
+    else:
+        diff = np.abs(got.astype(int) - want.astype(int))
+        assert diff.max() <= 1 and (diff > 0).mean() < 0.01, (diff.max(), (diff > 0).mean())
+
+
 def test_a_reinhard_sampler_equals_reads_normalized_one_by_one(testdata):
     with slidepipe.PatchSampler([testdata / SMALL], 64, batch_size=8, min_tissue=0.3,
                                 mask_side=512, normalize="reinhard", dihedral=False) as s:

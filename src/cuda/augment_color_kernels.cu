@@ -181,13 +181,13 @@ sp_status fail(sp_err *err, cudaError_t e, const char *what) {
                       "photometric augmentation on the GPU: %s: %s", what, cudaGetErrorString(e));
 }
 
-sp_status run(uint8_t *host, int64_t count, int64_t width, int64_t height, const patch_plan *plans,
-              bool any_blur, sp_err *err) {
+/* The kernels over `count` patches in device memory (rgb), in place; g holds the rest. */
+sp_status run(uint8_t *rgb, int64_t count, int64_t width, int64_t height, const patch_plan *plans,
+              bool any_blur, gpu &g, sp_err *err) {
     int64_t npix = width * height;
     size_t bytes = (size_t)(count * npix * 3);
-    gpu g;
-    cudaError_t e = cudaMalloc((void **)&g.rgb, bytes);
-    if (e == cudaSuccess && any_blur) {
+    cudaError_t e = cudaSuccess;
+    if (any_blur) {
         e = cudaMalloc((void **)&g.scratch, bytes * sizeof(float));
     }
     if (e == cudaSuccess) {
@@ -199,42 +199,76 @@ sp_status run(uint8_t *host, int64_t count, int64_t width, int64_t height, const
     if (e != cudaSuccess) {
         return fail(err, e, "allocating");
     }
-    e = cudaMemcpy(g.rgb, host, bytes, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) {
-        e = cudaMemcpy(g.plans, plans, (size_t)count * sizeof(patch_plan), cudaMemcpyHostToDevice);
-    }
+    e = cudaMemcpy(g.plans, plans, (size_t)count * sizeof(patch_plan), cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
         return fail(err, e, "uploading");
     }
     unsigned pixel_blocks = (unsigned)((npix + THREADS - 1) / THREADS);
     unsigned element_blocks = (unsigned)((npix * 3 + THREADS - 1) / THREADS);
     for (int s = 0; s < 4; s++) {
-        grey_sums<<<(unsigned)count, THREADS>>>(g.rgb, npix, g.plans, s, g.sums);
+        grey_sums<<<(unsigned)count, THREADS>>>(rgb, npix, g.plans, s, g.sums);
         for (int64_t base = 0; base < count; base += GRID_Y_MAX) {
             unsigned n = (unsigned)(count - base < GRID_Y_MAX ? count - base : GRID_Y_MAX);
-            jitter_step<<<dim3(pixel_blocks, n), THREADS>>>(g.rgb, npix, g.plans, s, g.sums,
+            jitter_step<<<dim3(pixel_blocks, n), THREADS>>>(rgb, npix, g.plans, s, g.sums,
                                                             (int)base);
         }
     }
     for (int64_t base = 0; base < count; base += GRID_Y_MAX) {
         unsigned n = (unsigned)(count - base < GRID_Y_MAX ? count - base : GRID_Y_MAX);
         if (any_blur) {
-            blur_rows<<<dim3(pixel_blocks, n), THREADS>>>(g.rgb, width, height, g.plans, g.scratch,
+            blur_rows<<<dim3(pixel_blocks, n), THREADS>>>(rgb, width, height, g.plans, g.scratch,
                                                           (int)base);
-            blur_cols<<<dim3(pixel_blocks, n), THREADS>>>(g.rgb, width, height, g.plans, g.scratch,
+            blur_cols<<<dim3(pixel_blocks, n), THREADS>>>(rgb, width, height, g.plans, g.scratch,
                                                           (int)base);
         }
-        noise<<<dim3(element_blocks, n), THREADS>>>(g.rgb, npix, g.plans, (int)base);
+        noise<<<dim3(element_blocks, n), THREADS>>>(rgb, npix, g.plans, (int)base);
     }
     e = cudaGetLastError();
     if (e == cudaSuccess) {
         e = cudaDeviceSynchronize();
     }
-    if (e != cudaSuccess) {
-        return fail(err, e, "running the kernels");
+    return e == cudaSuccess ? SP_OK : fail(err, e, "running the kernels");
+}
+
+bool args_ok(const uint8_t *rgb, int64_t count, int64_t width, int64_t height,
+             const uint64_t *seeds, const sp_photometric_params *p) {
+    return count >= 0 && sp_photometric_check(p) == SP_OK &&
+           (count == 0 || (rgb != NULL && seeds != NULL && width >= 1 && height >= 1 &&
+                           width <= SP_PHOTOMETRIC_SIDE_MAX && height <= SP_PHOTOMETRIC_SIDE_MAX));
+}
+
+/* The plans of `count` patches and the kernels over rgb (device memory, the current device's),
+ * with a copy of the patches up and down around them when `host` is not NULL. */
+sp_status plan_and_run(uint8_t *host, uint8_t *device_rgb, int64_t count, int64_t width,
+                       int64_t height, const uint64_t *seeds, const sp_photometric_params *p,
+                       sp_err *err) {
+    patch_plan *plans = (patch_plan *)malloc((size_t)count * sizeof(patch_plan));
+    if (plans == NULL) {
+        return sp_err_set(err, SP_E_NOMEM, "photometric augmentation: out of memory");
     }
-    e = cudaMemcpy(host, g.rgb, bytes, cudaMemcpyDeviceToHost);
-    return e == cudaSuccess ? SP_OK : fail(err, e, "downloading");
+    bool any_blur;
+    make_plans(count, seeds, p, plans, &any_blur);
+    size_t bytes = (size_t)(count * width * height * 3);
+    gpu g;
+    sp_status s = SP_OK;
+    cudaError_t e = cudaSuccess;
+    if (host != NULL) {
+        e = cudaMalloc((void **)&g.rgb, bytes);
+        if (e == cudaSuccess) {
+            e = cudaMemcpy(g.rgb, host, bytes, cudaMemcpyHostToDevice);
+        }
+        s = e == cudaSuccess ? SP_OK : fail(err, e, "uploading");
+        device_rgb = g.rgb;
+    }
+    if (s == SP_OK) {
+        s = run(device_rgb, count, width, height, plans, any_blur, g, err);
+    }
+    if (s == SP_OK && host != NULL) {
+        e = cudaMemcpy(host, g.rgb, bytes, cudaMemcpyDeviceToHost);
+        s = e == cudaSuccess ? SP_OK : fail(err, e, "downloading");
+    }
+    free(plans);
+    return s;
 }
 
 } // namespace
@@ -242,9 +276,7 @@ sp_status run(uint8_t *host, int64_t count, int64_t width, int64_t height, const
 extern "C" sp_status sp_cuda_augment_photometric(uint8_t *rgb, int64_t count, int64_t width,
                                                  int64_t height, const uint64_t *seeds,
                                                  const sp_photometric_params *p, sp_err *err) {
-    if (count < 0 || sp_photometric_check(p) != SP_OK ||
-        (count > 0 && (rgb == NULL || seeds == NULL || width < 1 || height < 1 ||
-                       width > SP_PHOTOMETRIC_SIDE_MAX || height > SP_PHOTOMETRIC_SIDE_MAX))) {
+    if (!args_ok(rgb, count, width, height, seeds, p)) {
         return sp_err_set(err, SP_E_INVALID_ARG, "photometric augmentation: bad arguments");
     }
     if (count == 0) {
@@ -258,13 +290,17 @@ extern "C" sp_status sp_cuda_augment_photometric(uint8_t *rgb, int64_t count, in
     if (e != cudaSuccess) {
         return fail(err, e, "selecting the device");
     }
-    patch_plan *plans = (patch_plan *)malloc((size_t)count * sizeof(patch_plan));
-    if (plans == NULL) {
-        return sp_err_set(err, SP_E_NOMEM, "photometric augmentation: out of memory");
+    return plan_and_run(rgb, nullptr, count, width, height, seeds, p, err);
+}
+
+extern "C" sp_status sp_cuda_augment_photometric_device(uint8_t *device_rgb, int64_t count,
+                                                        int64_t width, int64_t height,
+                                                        const uint64_t *seeds,
+                                                        const sp_photometric_params *p,
+                                                        sp_err *err) {
+    if (!args_ok(device_rgb, count, width, height, seeds, p)) {
+        return sp_err_set(err, SP_E_INVALID_ARG, "photometric augmentation: bad arguments");
     }
-    bool any_blur;
-    make_plans(count, seeds, p, plans, &any_blur);
-    sp_status s = run(rgb, count, width, height, plans, any_blur, err);
-    free(plans);
-    return s;
+    return count == 0 ? SP_OK
+                      : plan_and_run(nullptr, device_rgb, count, width, height, seeds, p, err);
 }

@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_augment_color.h"
 #include "cuda/cuda_augment.h"
+#include "cuda/cuda_batch.h"
 #include "cuda/cuda_host.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_spectrum.h"
@@ -210,6 +211,12 @@ sp_status sp_cuda_augment_patches(uint8_t *rgb, int64_t count, int64_t size,
         (count > 0 && (rgb == NULL || seeds == NULL))) {
         return SP_E_INVALID_ARG;
     }
+    put(err, err_len);
+    return SP_E_UNSUPPORTED;
+}
+
+sp_status sp_cuda_batch_make(const sp_cuda_batch_job *job, void **out, char *err, size_t err_len) {
+    *out = NULL;
     put(err, err_len);
     return SP_E_UNSUPPORTED;
 }

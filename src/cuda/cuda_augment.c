@@ -2,9 +2,11 @@
  * on the GPU (cuda_augment.h): each patch's plan is made on the CPU with the reference's own
  * functions (for the geometry, its elastic displacement too: the Gaussian smoothing of the field
  * is not redone on the GPU, the field is uploaded; for the HED jitter, its factor tables,
- * exponentials included), the patches and plans go up, augment_geometry_kernels.cu or
- * augment_hed_kernels.cu applies them, and the patches come back down. */
+ * exponentials included), the plans go up, and augment_geometry_kernels.cu or
+ * augment_hed_kernels.cu applies them to patches in device memory. The host-memory entries
+ * upload the patches around that and download the result. */
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,25 +42,32 @@ static sp_status failed(cudaError_t e, const char *what, char *err, size_t err_l
     return e == cudaErrorMemoryAllocation ? SP_E_NOMEM : SP_E_IO;
 }
 
-sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t w, int64_t h,
-                                   const uint64_t *seeds, const sp_geometry_params *p, char *err,
-                                   size_t err_len) {
-    if (count < 0 || (count > 0 && (rgb == NULL || seeds == NULL)) || !sp_geom_params_ok(w, h, p)) {
+static bool geometry_args_ok(const void *rgb, int64_t count, int64_t w, int64_t h,
+                             const uint64_t *seeds, const sp_geometry_params *p) {
+    return count >= 0 && (count == 0 || (rgb != NULL && seeds != NULL)) &&
+           sp_geom_params_ok(w, h, p);
+}
+
+static bool hed_args_ok(const void *rgb, int64_t count, int64_t size, const uint64_t *seeds,
+                        double hed_sigma) {
+    return count >= 0 && size >= 1 && size <= (1 << 16) && hed_sigma >= 0.0 && hed_sigma <= 1.0 &&
+           (count == 0 || (rgb != NULL && seeds != NULL));
+}
+
+sp_status sp_cuda_augment_geometry_device(const uint8_t *src, uint8_t *dst, int64_t count,
+                                          int64_t w, int64_t h, const uint64_t *seeds,
+                                          const sp_geometry_params *p, char *err, size_t err_len) {
+    if (!geometry_args_ok(src, count, w, h, seeds, p) || (count > 0 && dst == NULL)) {
         return SP_E_INVALID_ARG;
     }
     if (count == 0) {
         return SP_OK;
     }
-    int device = device_or_say(err, err_len);
-    if (device < 0) {
-        return SP_E_UNSUPPORTED;
-    }
-    size_t n = (size_t)(w * h), bytes = (size_t)count * n * 3;
+    size_t n = (size_t)(w * h);
     size_t disp_doubles = p->elastic ? (size_t)count * 2 * n : 0;
     sp_geom_plan *plans = malloc((size_t)count * sizeof(*plans));
     double *disp = disp_doubles ? malloc(disp_doubles * sizeof(double)) : NULL;
     double *scratch = p->elastic ? malloc(SP_GEOM_SMOOTH_SCRATCH(w, h) * sizeof(double)) : NULL;
-    uint8_t *d_src = NULL, *d_dst = NULL;
     sp_geom_plan *d_plans = NULL;
     double *d_disp = NULL;
     sp_status st = SP_OK;
@@ -74,40 +83,33 @@ sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t w, int64
             sp_geom_elastic_smooth(w, h, p, field, scratch);
         }
     }
-    if ((e = cudaSetDevice(device)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d_src, bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d_dst, bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d_plans, (size_t)count * sizeof(*plans))) != cudaSuccess ||
+    if ((e = cudaMalloc((void **)&d_plans, (size_t)count * sizeof(*plans))) != cudaSuccess ||
         (disp != NULL &&
          (e = cudaMalloc((void **)&d_disp, disp_doubles * sizeof(double))) != cudaSuccess)) {
         st = failed(e, "allocating GPU memory for the geometric augmentation", err, err_len);
         goto done;
     }
-    if ((e = cudaMemcpy(d_src, rgb, bytes, cudaMemcpyHostToDevice)) != cudaSuccess ||
-        (e = cudaMemcpy(d_plans, plans, (size_t)count * sizeof(*plans), cudaMemcpyHostToDevice)) !=
+    if ((e = cudaMemcpy(d_plans, plans, (size_t)count * sizeof(*plans), cudaMemcpyHostToDevice)) !=
             cudaSuccess ||
         (disp != NULL && (e = cudaMemcpy(d_disp, disp, disp_doubles * sizeof(double),
                                          cudaMemcpyHostToDevice)) != cudaSuccess)) {
-        st = failed(e, "uploading patches", err, err_len);
+        st = failed(e, "uploading the geometric plans", err, err_len);
         goto done;
     }
     for (int64_t i = 0; i < count; i += MAX_GRID_Z) {
         int64_t k = count - i < MAX_GRID_Z ? count - i : MAX_GRID_Z;
         e = (cudaError_t)sp_cuda_launch_geometry(
-            d_src + (size_t)i * n * 3, d_dst + (size_t)i * n * 3, d_plans + i,
+            src + (size_t)i * n * 3, dst + (size_t)i * n * 3, d_plans + i,
             d_disp != NULL ? d_disp + (size_t)i * 2 * n : NULL, k, w, h, 0);
         if (e != cudaSuccess) {
             st = failed(e, "launching the geometry kernel", err, err_len);
             goto done;
         }
     }
-    /* cudaMemcpy on the default stream waits for the kernels */
-    if ((e = cudaMemcpy(rgb, d_dst, bytes, cudaMemcpyDeviceToHost)) != cudaSuccess) {
-        st = failed(e, "downloading patches", err, err_len);
+    if ((e = cudaStreamSynchronize(0)) != cudaSuccess) {
+        st = failed(e, "running the geometry kernel", err, err_len);
     }
 done:
-    cudaFree(d_src);
-    cudaFree(d_dst);
     cudaFree(d_plans);
     cudaFree(d_disp);
     free(plans);
@@ -116,22 +118,16 @@ done:
     return st;
 }
 
-sp_status sp_cuda_augment_patches(uint8_t *rgb, int64_t count, int64_t size, const uint64_t *seeds,
-                                  int dihedral, double hed_sigma, char *err, size_t err_len) {
-    if (count < 0 || size < 1 || size > (1 << 16) || !(hed_sigma >= 0.0 && hed_sigma <= 1.0) ||
-        (count > 0 && (rgb == NULL || seeds == NULL))) {
+sp_status sp_cuda_augment_patches_device(const uint8_t *src, uint8_t *dst, int64_t count,
+                                         int64_t size, const uint64_t *seeds, int dihedral,
+                                         double hed_sigma, char *err, size_t err_len) {
+    if (!hed_args_ok(src, count, size, seeds, hed_sigma) || (count > 0 && dst == NULL)) {
         return SP_E_INVALID_ARG;
     }
     if (count == 0) {
         return SP_OK;
     }
-    int device = device_or_say(err, err_len);
-    if (device < 0) {
-        return SP_E_UNSUPPORTED;
-    }
-    size_t bytes = (size_t)count * (size_t)(size * size) * 3;
     sp_hed_plan *plans = malloc((size_t)count * sizeof(*plans));
-    uint8_t *d_src = NULL, *d_dst = NULL;
     sp_hed_plan *d_plans = NULL;
     sp_status st = SP_OK;
     cudaError_t e = cudaSuccess;
@@ -141,35 +137,92 @@ sp_status sp_cuda_augment_patches(uint8_t *rgb, int64_t count, int64_t size, con
     for (int64_t i = 0; i < count; i++) {
         sp_hed_plan_make(seeds[i], dihedral, hed_sigma, &plans[i]);
     }
-    if ((e = cudaSetDevice(device)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d_src, bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d_dst, bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d_plans, (size_t)count * sizeof(*plans))) != cudaSuccess) {
-        st = failed(e, "allocating GPU memory for flips and HED jitter", err, err_len);
-        goto done;
-    }
-    if ((e = cudaMemcpy(d_src, rgb, bytes, cudaMemcpyHostToDevice)) != cudaSuccess ||
+    if ((e = cudaMalloc((void **)&d_plans, (size_t)count * sizeof(*plans))) != cudaSuccess ||
         (e = cudaMemcpy(d_plans, plans, (size_t)count * sizeof(*plans), cudaMemcpyHostToDevice)) !=
             cudaSuccess) {
-        st = failed(e, "uploading patches", err, err_len);
+        st = failed(e, "uploading the flip and HED plans", err, err_len);
         goto done;
     }
     for (int64_t i = 0; i < count; i += MAX_GRID_Z) {
         int64_t k = count - i < MAX_GRID_Z ? count - i : MAX_GRID_Z;
         size_t at = (size_t)i * (size_t)(size * size) * 3;
-        e = (cudaError_t)sp_cuda_launch_hed(d_src + at, d_dst + at, d_plans + i, k, size, 0);
+        e = (cudaError_t)sp_cuda_launch_hed(src + at, dst + at, d_plans + i, k, size, 0);
         if (e != cudaSuccess) {
             st = failed(e, "launching the HED kernel", err, err_len);
             goto done;
         }
     }
-    if ((e = cudaMemcpy(rgb, d_dst, bytes, cudaMemcpyDeviceToHost)) != cudaSuccess) {
-        st = failed(e, "downloading patches", err, err_len);
+    if ((e = cudaStreamSynchronize(0)) != cudaSuccess) {
+        st = failed(e, "running the HED kernel", err, err_len);
     }
 done:
-    cudaFree(d_src);
-    cudaFree(d_dst);
     cudaFree(d_plans);
     free(plans);
     return st;
+}
+
+/* What the host-memory entries run between the upload and the download. */
+typedef struct device_step {
+    int64_t width, height;
+    const uint64_t *seeds;
+    const sp_geometry_params *geometry; /* the geometry, or else the flips and HED jitter */
+    int dihedral;
+    double hed_sigma;
+} device_step;
+
+/* Upload `count` patches, run the step from one device copy into another, download the result
+ * into rgb. rgb is untouched on any error. */
+static sp_status on_device(uint8_t *rgb, int64_t count, const device_step *s, char *err,
+                           size_t err_len) {
+    int device = device_or_say(err, err_len);
+    if (device < 0) {
+        return SP_E_UNSUPPORTED;
+    }
+    size_t bytes = (size_t)count * (size_t)(s->width * s->height) * 3;
+    uint8_t *d_src = NULL, *d_dst = NULL;
+    cudaError_t e = cudaSuccess;
+    sp_status st = SP_OK;
+    if ((e = cudaSetDevice(device)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&d_src, bytes)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&d_dst, bytes)) != cudaSuccess) {
+        st = failed(e, "allocating GPU memory for the patches", err, err_len);
+    } else if ((e = cudaMemcpy(d_src, rgb, bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        st = failed(e, "uploading patches", err, err_len);
+    } else {
+        st = s->geometry != NULL
+                 ? sp_cuda_augment_geometry_device(d_src, d_dst, count, s->width, s->height,
+                                                   s->seeds, s->geometry, err, err_len)
+                 : sp_cuda_augment_patches_device(d_src, d_dst, count, s->width, s->seeds,
+                                                  s->dihedral, s->hed_sigma, err, err_len);
+        if (st == SP_OK &&
+            (e = cudaMemcpy(rgb, d_dst, bytes, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+            st = failed(e, "downloading patches", err, err_len);
+        }
+    }
+    cudaFree(d_src);
+    cudaFree(d_dst);
+    return st;
+}
+
+sp_status sp_cuda_augment_geometry(uint8_t *rgb, int64_t count, int64_t w, int64_t h,
+                                   const uint64_t *seeds, const sp_geometry_params *p, char *err,
+                                   size_t err_len) {
+    if (!geometry_args_ok(rgb, count, w, h, seeds, p)) {
+        return SP_E_INVALID_ARG;
+    }
+    device_step s = {.width = w, .height = h, .seeds = seeds, .geometry = p};
+    return count == 0 ? SP_OK : on_device(rgb, count, &s, err, err_len);
+}
+
+sp_status sp_cuda_augment_patches(uint8_t *rgb, int64_t count, int64_t size, const uint64_t *seeds,
+                                  int dihedral, double hed_sigma, char *err, size_t err_len) {
+    if (!hed_args_ok(rgb, count, size, seeds, hed_sigma)) {
+        return SP_E_INVALID_ARG;
+    }
+    device_step s = {.width = size,
+                     .height = size,
+                     .seeds = seeds,
+                     .dihedral = dihedral,
+                     .hed_sigma = hed_sigma};
+    return count == 0 ? SP_OK : on_device(rgb, count, &s, err, err_len);
 }

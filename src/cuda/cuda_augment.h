@@ -28,4 +28,14 @@ sp_status sp_cuda_augment_patches(uint8_t *rgb, int64_t count, int64_t size,
                                   const uint64_t *seeds, int dihedral, double hed_sigma,
                                   char *err, size_t err_len);
 
+/* The same two on patches already in device memory (the current device's), from `src` into
+ * `dst` (distinct, each `count` patches); synchronous. The plans are made on the CPU as above.
+ * Errors as the host entries; `dst` is undefined after one. Only in the CUDA build. */
+sp_status sp_cuda_augment_geometry_device(const uint8_t *src, uint8_t *dst, int64_t count,
+                                          int64_t width, int64_t height, const uint64_t *seeds,
+                                          const sp_geometry_params *p, char *err, size_t err_len);
+sp_status sp_cuda_augment_patches_device(const uint8_t *src, uint8_t *dst, int64_t count,
+                                         int64_t size, const uint64_t *seeds, int dihedral,
+                                         double hed_sigma, char *err, size_t err_len);
+
 #endif

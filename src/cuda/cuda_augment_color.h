@@ -21,6 +21,12 @@ sp_status sp_cuda_augment_photometric(uint8_t *rgb, int64_t count, int64_t width
                                       const uint64_t *seeds, const sp_photometric_params *p,
                                       sp_err *err);
 
+/* The same on patches already in device memory (the current device's), in place; synchronous.
+ * The patches are undefined after a GPU error. Only in the CUDA build. */
+sp_status sp_cuda_augment_photometric_device(uint8_t *device_rgb, int64_t count, int64_t width,
+                                             int64_t height, const uint64_t *seeds,
+                                             const sp_photometric_params *p, sp_err *err);
+
 #ifdef __cplusplus
 }
 #endif

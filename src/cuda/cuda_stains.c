@@ -52,6 +52,14 @@ sp_status sp_cuda_op_reinhard(const sp_op_params *params, const sp_op_block *b, 
     return e == 0 ? SP_OK : SP_E_IO;
 }
 
+/* What the Macenko kernel reads for a map: its factors, or (not tabled) the optical densities,
+ * put into od; *bytes is the table's size. */
+static const double *map_table(const sp_stains_map *map, double od[256], size_t *bytes) {
+    sp_stains_od_table(od);
+    *bytes = (map->tabled ? 9 * 256 : 256) * sizeof(double);
+    return map->tabled ? &map->factor[0][0][0] : od;
+}
+
 /* The `macenko` op: the map made on the host (sp_stains_map_init, as the CPU op makes it); its
  * table (the 3 x 3 x 256 factors, or the 256 optical densities when the map is not tabled) goes to
  * the device in stream order, freed after the kernel in stream order. */
@@ -62,9 +70,8 @@ sp_status sp_cuda_op_macenko(const sp_op_params *params, const sp_op_block *b, v
         return st;
     }
     double od[256];
-    sp_stains_od_table(od);
-    const double *table = map.tabled ? &map.factor[0][0][0] : od;
-    size_t bytes = (map.tabled ? 9 * 256 : 256) * sizeof(double);
+    size_t bytes;
+    const double *table = map_table(&map, od, &bytes);
     double wm[9];
     for (int i = 0; i < 9; i++) {
         wm[i] = map.w[i / 3][i % 3];
@@ -154,6 +161,95 @@ sp_status sp_cuda_stains_augment_patches(const sp_stains *stains, uint8_t *devic
     cudaFree(device);
     free(table);
     return e == 0 ? SP_OK : e == (int)cudaErrorMemoryAllocation ? SP_E_NOMEM : SP_E_IO;
+}
+
+/* Upload a Macenko map's table (factors, or the optical densities when not tabled); NULL on
+ * failure. */
+static double *upload_map(const sp_stains_map *map, int *e) {
+    double od[256];
+    size_t bytes;
+    const double *table = map_table(map, od, &bytes);
+    double *device = NULL;
+    *e = (int)cudaMalloc((void **)&device, bytes);
+    if (*e == 0) {
+        *e = (int)cudaMemcpy(device, table, bytes, cudaMemcpyHostToDevice);
+    }
+    if (*e != 0) {
+        cudaFree(device);
+        return NULL;
+    }
+    return device;
+}
+
+sp_status sp_cuda_macenko_patches(const uint8_t *src, uint8_t *dst, int64_t count,
+                                  int64_t patch_pixels, const int32_t *slide_of,
+                                  const sp_stains *stains, int32_t n_slides,
+                                  const sp_stains *target) {
+    if (count < 0 || patch_pixels < 0 || (count > 0 && (slide_of == NULL || stains == NULL))) {
+        return SP_E_INVALID_ARG;
+    }
+    int e = 0;
+    sp_status st = SP_OK;
+    /* one slide at a time: its map goes up once for all of its patches */
+    for (int32_t s = 0; st == SP_OK && e == 0 && s < n_slides; s++) {
+        int64_t first = 0;
+        while (first < count && slide_of[first] != s) {
+            first++;
+        }
+        if (first == count) {
+            continue;
+        }
+        sp_stains_map map;
+        st = sp_stains_map_init(&stains[s], target, &map, NULL);
+        double *table = st == SP_OK ? upload_map(&map, &e) : NULL;
+        double wm[9];
+        for (int i = 0; i < 9; i++) {
+            wm[i] = map.w[i / 3][i % 3];
+        }
+        for (int64_t i = first; table != NULL && e == 0 && i < count; i++) {
+            if (slide_of[i] == s) {
+                /* as patch_pixels rows of one pixel: interleaved out, src != dst */
+                size_t at = (size_t)(i * patch_pixels * 3);
+                e = sp_cuda_launch_macenko(src + at, 3, 1, patch_pixels, dst + at, 3, 1, table, wm,
+                                           map.tabled, 0);
+            }
+        }
+        if (e == 0 && table != NULL) {
+            e = (int)cudaStreamSynchronize(0);
+        }
+        cudaFree(table);
+    }
+    if (st != SP_OK) {
+        return st;
+    }
+    return e == 0 ? SP_OK : e == (int)cudaErrorMemoryAllocation ? SP_E_NOMEM : SP_E_IO;
+}
+
+sp_status sp_cuda_reinhard_patches(const uint8_t *src, uint8_t *dst, int64_t count,
+                                   int64_t patch_pixels, const int32_t *slide_of,
+                                   const sp_reinhard_stats *stats,
+                                   const sp_reinhard_stats *target) {
+    if (count < 0 || patch_pixels < 0 || (count > 0 && (slide_of == NULL || stats == NULL))) {
+        return SP_E_INVALID_ARG;
+    }
+    int e = 0;
+    for (int64_t i = 0; e == 0 && i < count; i++) {
+        sp_reinhard_map map;
+        sp_status st = sp_reinhard_map_init(&stats[slide_of[i]], target, &map, NULL);
+        if (st != SP_OK) {
+            return st;
+        }
+        double ms[12], inv[9];
+        reinhard_numbers(&map, ms, inv);
+        size_t at = (size_t)(i * patch_pixels * 3);
+        /* one row of patch_pixels pixels, interleaved out: step 3, plane 1 */
+        e = sp_cuda_launch_reinhard(src + at, patch_pixels * 3, patch_pixels, 1, dst + at, 0, 3, 1,
+                                    ms, inv, 0);
+    }
+    if (e == 0) {
+        e = (int)cudaStreamSynchronize(0);
+    }
+    return e == 0 ? SP_OK : SP_E_IO;
 }
 
 sp_status sp_cuda_upload_sync(void *device, const void *host, size_t bytes) {

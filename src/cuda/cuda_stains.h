@@ -26,6 +26,19 @@ sp_status sp_cuda_stains_augment_patches(const sp_stains *stains, uint8_t *devic
                                          int64_t count, int64_t patch_pixels, const uint64_t *seeds,
                                          double sigma);
 
+/* Normalize `count` patches of `patch_pixels` interleaved RGB8 pixels in device memory from src
+ * into dst (distinct): patch i from the stains (Macenko) or statistics (Reinhard) of slide
+ * slide_of[i] (< n_slides) to the target, as sp_stains_normalize and sp_reinhard_normalize do;
+ * synchronous. SP_E_INVALID_ARG for bad arguments or stains, SP_E_NOMEM or SP_E_IO for the
+ * device. */
+sp_status sp_cuda_macenko_patches(const uint8_t *src, uint8_t *dst, int64_t count,
+                                  int64_t patch_pixels, const int32_t *slide_of,
+                                  const sp_stains *stains, int32_t n_slides,
+                                  const sp_stains *target);
+sp_status sp_cuda_reinhard_patches(const uint8_t *src, uint8_t *dst, int64_t count,
+                                   int64_t patch_pixels, const int32_t *slide_of,
+                                   const sp_reinhard_stats *stats, const sp_reinhard_stats *target);
+
 /* Copy `bytes` from the host to device memory, synchronously (for the tests); SP_E_IO on
  * failure. */
 sp_status sp_cuda_upload_sync(void *device, const void *host, size_t bytes);

@@ -73,6 +73,7 @@ static void check_order(sp_slide *slide, const sp_patch_request *reqs, const uin
     }
     CHECK_EQ_INT(next_first, N_REQS);
     CHECK(sp_loader_next(l, &b) == SP_OK && b == NULL); /* stays at the end */
+    CHECK(strcmp(sp_loader_error(l), "") == 0);         /* it did not fail */
     sp_loader_destroy(l);
 }
 

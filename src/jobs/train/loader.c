@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/thread_pool.h"
+#include "cuda/cuda_batch.h"
 #include "cuda/cuda_host.h"
 #include "jobs/train/batch_pool.h"
 #include "io/numa.h"
@@ -45,6 +46,11 @@ typedef struct recipe {
     const sp_reinhard_stats *reinhard; /* per slide, or NULL */
     sp_batch_lut lut;
     size_t patch_bytes; /* one patch in the batch's format */
+    size_t n_slides;
+    /* The steps after the read run on the GPU (cuda_batch.h): a patch is only read, as RGB8,
+     * into a slot of slot_bytes. */
+    bool gpu_steps;
+    size_t slot_bytes;
 } recipe;
 
 struct sp_loader {
@@ -67,6 +73,7 @@ struct sp_loader {
     int head, count;
     bool stop, done;
     sp_status failure;
+    char message[256]; /* why it stopped, when failure is set */
     sp_loader_stats stats;
     sp_batch_pool *pool; /* batch memory, reused */
 };
@@ -80,13 +87,24 @@ typedef struct making {
     atomic_int_fast64_t failed;
 } making;
 
+/* A message (a refused loader's, or why a loader stopped) into err. */
+__attribute__((format(printf, 3, 4))) static void put(char *err, size_t len, const char *fmt, ...) {
+    if (err != NULL && len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+}
+
 static void make_patch(void *user, size_t i) {
     making *m = user;
     const recipe *k = m->r;
     const sp_patch_request *r = &k->reqs[m->first + (int64_t)i];
     int64_t size = k->cfg.size;
-    uint8_t *slot = m->dst + i * k->patch_bytes;
-    bool direct = k->cfg.format.dtype == SP_BATCH_UINT8 && k->cfg.format.layout == SP_BATCH_NHWC;
+    uint8_t *slot = m->dst + i * k->slot_bytes;
+    bool direct = k->gpu_steps ||
+                  (k->cfg.format.dtype == SP_BATCH_UINT8 && k->cfg.format.layout == SP_BATCH_NHWC);
     uint8_t *rgb = direct ? slot : malloc((size_t)(size * size * 3));
     sp_status st = SP_E_NOMEM;
     if (rgb != NULL) {
@@ -95,6 +113,11 @@ static void make_patch(void *user, size_t i) {
                                                   r->y, size, size)
                            : sp_slide_read_region_scaled(s, SP_PIXEL_RGB8, rgb, size * 3,
                                                          r->downsample, r->x, r->y, size, size);
+    }
+    if (k->gpu_steps) {
+        m->statuses[i] = st; /* the GPU zeroes a failed patch in the batch */
+        atomic_fetch_add(&m->failed, st != SP_OK);
+        return;
     }
     if (st == SP_OK && k->cfg.normalize == SP_NORMALIZE_MACENKO) {
         st = sp_stains_normalize(&k->stains[r->slide], &k->cfg.target, rgb, size * size);
@@ -138,23 +161,57 @@ static int64_t make_patches(const recipe *r, int64_t first, int64_t count, void 
     return (int64_t)atomic_load(&m.failed);
 }
 
-/* Move a made batch to CUDA device memory; false (the batch freed) when that fails. */
-static bool to_device(batch_box *b, int device) {
+/* Finish a batch of read patches on the GPU (cuda_batch.h) into device memory; the host memory
+ * goes back to the pool. The batch is freed on failure, and the status returned. */
+static sp_status finish_on_device(const recipe *r, batch_box *b, char *err, size_t err_len) {
+    const sp_loader_config *c = &r->cfg;
+    const void *table = NULL; /* uint8: the byte itself */
+    if (c->format.dtype == SP_BATCH_FLOAT16) {
+        table = r->lut.f16;
+    } else if (c->format.dtype == SP_BATCH_FLOAT32) {
+        table = r->lut.f32;
+    }
+    sp_cuda_batch_job job = {
+        .device = c->cuda_device,
+        .count = b->pub.count,
+        .size = c->size,
+        .host_rgb = b->pub.data,
+        .read = b->statuses,
+        .requests = r->reqs + b->pub.first,
+        .n_slides = (int32_t)r->n_slides,
+        .normalize = c->normalize,
+        .stains = r->stains,
+        .target = &c->target,
+        .reinhard = r->reinhard,
+        .reinhard_target = c->reinhard_target,
+        .geometry = c->geometry,
+        .dihedral = c->dihedral,
+        .hed_sigma = c->hed_sigma,
+        .stain_sigma = c->stain_sigma,
+        .photometric = c->photometric,
+        .table = table,
+        .bytes = r->lut.bytes,
+        .nchw = c->format.layout == SP_BATCH_NCHW,
+    };
     void *on_device = NULL;
-    if (sp_cuda_device_copy(device, b->pub.data, b->pub.bytes, &on_device) != SP_OK) {
+    sp_status st = sp_cuda_batch_make(&job, &on_device, err, err_len);
+    if (st != SP_OK) {
         sp_batch_free(&b->pub);
-        return false;
+        return st;
     }
     sp_batch_pool_give(b->pool, b->pub.data, b->pub.pinned);
     b->pool = NULL;
     b->pub.data = on_device;
     b->pub.pinned = 0;
-    b->pub.device = device;
-    return true;
+    b->pub.device = c->cuda_device;
+    return SP_OK;
 }
 
-/* Batch `index`, made on the pool; NULL when out of memory. */
-static batch_box *make_batch(sp_loader *l, int64_t index) {
+/* Batch `index`, made on the pool; NULL, with the reason in *why (and l->message), when out of
+ * memory or when the GPU failed. */
+static batch_box *make_batch(sp_loader *l, int64_t index, sp_status *why) {
+    *why = SP_E_NOMEM;
+    put(l->message, sizeof l->message, "loader: out of memory for batch %lld", (long long)index);
     batch_box *b = calloc(1, sizeof *b);
     if (b == NULL) {
         return NULL;
@@ -175,7 +232,8 @@ static batch_box *make_batch(sp_loader *l, int64_t index) {
         return NULL;
     }
     int64_t failed = make_patches(&l->r, b->pub.first, b->pub.count, b->pub.data, b->statuses);
-    if (l->cfg.cuda && !to_device(b, l->cfg.cuda_device)) {
+    if (l->r.gpu_steps &&
+        (*why = finish_on_device(&l->r, b, l->message, sizeof l->message)) != SP_OK) {
         return NULL;
     }
     pthread_mutex_lock(&l->mu);
@@ -206,10 +264,11 @@ static void *produce(void *user) {
         if (stop) {
             break;
         }
-        batch_box *b = make_batch(l, i);
+        sp_status why;
+        batch_box *b = make_batch(l, i, &why);
         pthread_mutex_lock(&l->mu);
         if (b == NULL) {
-            l->failure = SP_E_NOMEM;
+            l->failure = why;
             pthread_mutex_unlock(&l->mu);
             break;
         }
@@ -228,16 +287,6 @@ static void *produce(void *user) {
     pthread_cond_broadcast(&l->changed);
     pthread_mutex_unlock(&l->mu);
     return NULL;
-}
-
-/* The message of a refused loader, into err. */
-__attribute__((format(printf, 3, 4))) static void put(char *err, size_t len, const char *fmt, ...) {
-    if (err != NULL && len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
 }
 
 static bool stains_usable(const sp_stains *s) {
@@ -344,15 +393,18 @@ static void free_loader(sp_loader *l) {
     free(l);
 }
 
-static void set_recipe(recipe *r, sp_slide *const *slides, const sp_patch_request *reqs,
-                       const sp_loader_config *cfg) {
+static void set_recipe(recipe *r, sp_slide *const *slides, size_t n_slides,
+                       const sp_patch_request *reqs, const sp_loader_config *cfg, bool gpu_steps) {
     r->slides = slides;
+    r->n_slides = n_slides;
+    r->gpu_steps = gpu_steps;
     r->reqs = reqs;
     r->cfg = *cfg;
     r->stains = cfg->source_stains;
     r->reinhard = cfg->source_reinhard;
     sp_batch_lut_init(&r->lut, &cfg->format); /* checked already */
     r->patch_bytes = (size_t)(cfg->size * cfg->size * 3 * r->lut.bytes);
+    r->slot_bytes = gpu_steps ? (size_t)(cfg->size * cfg->size * 3) : r->patch_bytes;
 }
 
 sp_status sp_patches_read(sp_slide *const *slides, size_t n_slides,
@@ -367,7 +419,7 @@ sp_status sp_patches_read(sp_slide *const *slides, size_t n_slides,
         return SP_E_INVALID_ARG;
     }
     recipe r;
-    set_recipe(&r, slides, requests, config);
+    set_recipe(&r, slides, n_slides, requests, config, false);
     make_patches(&r, 0, (int64_t)n_requests, dst, statuses);
     for (size_t i = 0; i < n_requests; i++) {
         if (statuses[i] != SP_OK) {
@@ -442,7 +494,7 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
         l->photometric = *config->photometric;
         l->cfg.photometric = &l->photometric;
     }
-    set_recipe(&l->r, l->slides, l->reqs, &l->cfg);
+    set_recipe(&l->r, l->slides, n_slides, l->reqs, &l->cfg, l->cfg.cuda != 0);
     /* Two spares: the batch the consumer just let go, ready for the next one made. */
     l->pool = sp_batch_pool_new((size_t)l->cfg.batch_size * l->r.patch_bytes,
                                 l->cfg.pinned || l->cfg.cuda, 2);
@@ -473,6 +525,10 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+const char *sp_loader_error(const sp_loader *l) {
+    return l != NULL && l->failure != SP_OK ? l->message : "";
 }
 
 sp_status sp_loader_next(sp_loader *l, sp_batch **out) {
