@@ -920,6 +920,7 @@ typedef struct sp_loader_stats {
     double wait_seconds; /* time sp_loader_next spent waiting for a batch */
     int pinned;          /* batches are page-locked */
     int numa_node;       /* the node the loader's threads run on, or -1 (not placed) */
+    int64_t patches_read_on_device; /* a CUDA loader's patches read (and decoded) on the GPU */
 } sp_loader_stats;
 
 SP_API sp_status sp_loader_get_stats(sp_loader *loader, sp_loader_stats *stats);

@@ -724,6 +724,12 @@ static PyObject *core_cuda_device_count(PyObject *module, PyObject *unused) {
     return Py_BuildValue("(is)", n, why);
 }
 
+static PyObject *core_cuda_nvjpeg_found(PyObject *module, PyObject *unused) {
+    char detail[512] = "";
+    int found = sp_cuda_library_found(SP_CUDA_LIB_NVJPEG, detail, sizeof detail);
+    return Py_BuildValue("(Os)", found ? Py_True : Py_False, detail);
+}
+
 static PyObject *core_cuda_device_numa_node(PyObject *module, PyObject *arg) {
     long device = PyLong_AsLong(arg);
     if (device == -1 && PyErr_Occurred()) {
@@ -737,6 +743,8 @@ static PyMethodDef core_methods[] = {
      "The NUMA node of a CUDA device, or -1 when unknown."},
     {"cuda_device_count", core_cuda_device_count, METH_NOARGS,
      "(CUDA devices usable, why none when 0)"},
+    {"cuda_nvjpeg_found", core_cuda_nvjpeg_found, METH_NOARGS,
+     "(whether nvJPEG was found, where or why not)"},
     {"read_regions", core_read_regions, METH_VARARGS,
      "read_regions(requests, out, width, height, rgb, threads) -> [status, ...]"},
     {"cache_set_capacity", core_cache_set_capacity, METH_O, "Set the tile cache's bytes."},

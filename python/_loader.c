@@ -496,10 +496,11 @@ static PyObject *loader_stats(core_loader *self, PyObject *unused) {
         return NULL;
     }
     return Py_BuildValue(
-        "{sLsLsLsLsLsdsOsi}", "batches_made", (long long)s.batches_made, "batches_taken",
+        "{sLsLsLsLsLsdsOsisL}", "batches_made", (long long)s.batches_made, "batches_taken",
         (long long)s.batches_taken, "bytes_held", (long long)s.bytes_held, "bytes_held_peak",
         (long long)s.bytes_held_peak, "patches_failed", (long long)s.patches_failed, "wait_seconds",
-        s.wait_seconds, "pinned", s.pinned ? Py_True : Py_False, "numa_node", s.numa_node);
+        s.wait_seconds, "pinned", s.pinned ? Py_True : Py_False, "numa_node", s.numa_node,
+        "patches_read_on_device", (long long)s.patches_read_on_device);
 }
 
 static PyObject *loader_close(core_loader *self, PyObject *unused) {

@@ -193,8 +193,9 @@ class Loader:
     was). `numa` (a node, "auto": the GPU's, or None) runs the loader's threads on that NUMA
     node where the machine has several, so the batches are written into its memory
     (``stats()["numa_node"]``: the node, or -1). With `device` ("cuda", "cuda:N") the patches are
-    read on the CPU and go up to that GPU as 8-bit RGB; every later step (normalization,
-    augmentation, the dtype and layout) runs there, and the batch's DLPack capsule is a CUDA one
+    read into that GPU's memory (JPEG tiles decoded there by nvJPEG where it is found, the rest
+    read on the CPU and sent up as 8-bit RGB); every later step (normalization, augmentation, the
+    dtype and layout) runs there, and the batch's DLPack capsule is a CUDA one
     (torch.from_dlpack gives a CUDA tensor). `group` patches make one sample: batches then have
     the shape (n, group, ...).
     Iterating yields Batch objects until the requests are used up. Memory: at most prefetch + 1

@@ -613,9 +613,11 @@ def gpu_or_skip():
 
 @pytest.mark.parametrize("fmt", FORMATS[::2], ids=repr)
 @pytest.mark.parametrize("name", GPU_STEPS)
-def test_a_cuda_loader_makes_the_cpus_batches_on_the_gpu(small, name, fmt):
+def test_a_cuda_loader_makes_the_cpus_batches_on_the_gpu(small, name, fmt, monkeypatch):
     gpu_or_skip()
     torch = pytest.importorskip("torch", reason="PyTorch is pinned in tests/requirements.txt")
+    # the CPU's JPEG decode, so that only the steps are compared (nvJPEG's: the next test)
+    monkeypatch.setenv("SLIDEPIPE_NVJPEG", "0")
     steps, exact = GPU_STEPS[name]
     if not exact and fmt.dtype != "uint8":
         pytest.skip("steps that may differ by a level are compared in uint8")
@@ -636,6 +638,29 @@ def test_a_cuda_loader_makes_the_cpus_batches_on_the_gpu(small, name, fmt):
     else:
         diff = np.abs(got.astype(int) - want.astype(int))
         assert diff.max() <= 1 and (diff > 0).mean() < 0.01, (diff.max(), (diff > 0).mean())
+
+
+def test_a_cuda_loader_reads_jpeg_patches_on_the_gpu(small):
+    gpu_or_skip()
+    torch = pytest.importorskip("torch", reason="PyTorch is pinned in tests/requirements.txt")
+    reqs = requests(24, seed=13)
+    reqs["level"][::3] = -1  # a scaled read among them: read on the CPU, then sent up
+    reqs["downsample"][::3] = 1.5
+    want, st = read_patches([small], reqs, BatchFormat(), size=64)
+    assert not st.any()
+    with Loader([small], reqs, BatchFormat(), size=64, batch_size=8, device="cuda") as loader:
+        got = torch.cat([torch.from_dlpack(b) for b in loader]).cpu().numpy()
+        stats = loader.stats()
+    if not slidepipe._core.cuda_nvjpeg_found()[0]:
+        assert stats["patches_read_on_device"] == 0
+        assert np.array_equal(got, want)
+        pytest.skip("nvJPEG is not found here: every patch was read on the CPU")
+    # nvJPEG's inverse DCT is not libjpeg-turbo's: docs/gpu.md's bound, one level
+    assert stats["patches_read_on_device"] == 16 and stats["patches_failed"] == 0
+    diff = np.abs(got.astype(int) - want.astype(int))
+    print(f"nvJPEG patches against the CPU's: max {diff.max()}, mean {diff.mean():.5f}")
+    assert diff.max() <= 1 and diff.mean() <= 0.01
+    assert np.array_equal(got[::3], want[::3])  # the CPU-read ones exactly
 
 
 def test_a_reinhard_sampler_equals_reads_normalized_one_by_one(testdata):

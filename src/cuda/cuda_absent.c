@@ -220,3 +220,7 @@ sp_status sp_cuda_batch_make(const sp_cuda_batch_job *job, void **out, char *err
     put(err, err_len);
     return SP_E_UNSUPPORTED;
 }
+
+uint64_t sp_cuda_batch_device_levels(sp_slide *slide) {
+    return 0;
+}

@@ -1,5 +1,6 @@
-/* cuda_batch.c — a loader batch finished on the GPU (cuda_batch.h). The patches go up once into
- * one of two device buffers; each step reads one and writes the other (or works in place where
+/* cuda_batch.c — a loader batch finished on the GPU (cuda_batch.h). The patches read on the CPU
+ * go up once into one of two device buffers, and those of JPEG levels nvJPEG takes are read into
+ * it on the device; each step reads one and writes the other (or works in place where
  * its kernel does), calling the device entries the single steps' files provide, so that every
  * pixel is computed by the kernel already held against its CPU reference; the format kernel
  * (batch_format_kernels.cu) writes the batch last, and a patch whose read failed is zeroed. */
@@ -13,6 +14,7 @@
 #include "cuda/cuda_augment.h"
 #include "cuda/cuda_augment_color.h"
 #include "cuda/cuda_batch.h"
+#include "cuda/cuda_internal.h"
 #include "cuda/cuda_stains.h"
 
 /* The launcher in batch_format_kernels.cu (it returns a cudaError_t). */
@@ -47,6 +49,7 @@ static bool job_ok(const sp_cuda_batch_job *j) {
     return j->count >= 1 && j->size >= 1 && j->size <= 65536 && j->host_rgb != NULL &&
            j->read != NULL && j->requests != NULL && j->n_slides >= 1 &&
            (j->bytes == 1 || j->bytes == 2 || j->bytes == 4) && (j->bytes == 1 || j->table) &&
+           (j->on_device == NULL || (j->ctx != NULL && j->slides != NULL)) &&
            (!per_slide_stains || j->stains != NULL) &&
            (j->normalize != SP_NORMALIZE_MACENKO || j->target != NULL) &&
            (j->normalize != SP_NORMALIZE_REINHARD ||
@@ -94,6 +97,58 @@ static sp_status stain_augment(const sp_cuda_batch_job *j, const making *m, int6
                                             pixels, &m->seeds[i], j->stain_sigma);
     }
     return st;
+}
+
+/* Read the patches marked on_device into now(m), one sp_cuda_read_regions call per slide; each
+ * one's status into j->read. SP_OK, or the failure of the device itself. */
+static sp_status read_on_device(const sp_cuda_batch_job *j, const making *m, char *err,
+                                size_t err_len) {
+    int64_t pixels = j->size * j->size;
+    sp_cuda_region *regions = malloc((size_t)j->count * sizeof *regions);
+    int64_t *patch = malloc((size_t)j->count * sizeof *patch);
+    if (regions == NULL || patch == NULL) {
+        free(regions);
+        free(patch);
+        return say(SP_E_NOMEM, err, err_len, "GPU batch: %s", "out of memory");
+    }
+    for (int32_t s = 0; s < j->n_slides; s++) {
+        size_t n = 0;
+        for (int64_t i = 0; i < j->count; i++) {
+            const sp_patch_request *r = &j->requests[i];
+            if (j->on_device[i] && r->slide == s) {
+                regions[n] = (sp_cuda_region){.level = r->level,
+                                              .x = r->x,
+                                              .y = r->y,
+                                              .width = j->size,
+                                              .height = j->size,
+                                              .dst_device = now(m) + i * pixels * 3,
+                                              .stride = j->size * 3};
+                patch[n++] = i;
+            }
+        }
+        if (n > 0) {
+            sp_cuda_read_regions(j->ctx, j->slides[s], SP_PIXEL_RGB8, regions, n);
+            for (size_t k = 0; k < n; k++) {
+                j->read[patch[k]] = regions[k].status;
+            }
+        }
+    }
+    free(regions);
+    free(patch);
+    /* the reads ran on the context's stream; the steps run on the default one */
+    cudaError_t e = cudaStreamSynchronize(j->ctx->stream);
+    return e == cudaSuccess ? SP_OK : cuda_failed(e, "reading patches", err, err_len);
+}
+
+uint64_t sp_cuda_batch_device_levels(sp_slide *slide) {
+    uint64_t levels = 0;
+    for (int32_t l = 0; slide != NULL && l < slide->n_levels && l < 64; l++) {
+        sp_raw_level raw;
+        if (sp_cuda_nvjpeg_takes(slide, l, &raw)) {
+            levels |= (uint64_t)1 << l;
+        }
+    }
+    return levels;
 }
 
 /* The steps after the read, on now(m), in the loader's order. */
@@ -169,6 +224,9 @@ sp_status sp_cuda_batch_make(const sp_cuda_batch_job *j, void **out, char *err, 
         (e = upload_table(j, &m)) != cudaSuccess ||
         (e = cudaMemcpy(m.buf[0], j->host_rgb, rgb_bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
         st = cuda_failed(e, "allocating and uploading", err, err_len);
+        goto done;
+    }
+    if (j->on_device != NULL && (st = read_on_device(j, &m, err, err_len)) != SP_OK) {
         goto done;
     }
     if ((st = run_steps(j, &m, err, err_len)) != SP_OK) {

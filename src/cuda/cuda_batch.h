@@ -7,14 +7,18 @@
 #ifndef SP_CUDA_CUDA_BATCH_H
 #define SP_CUDA_CUDA_BATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "slidepipe.h"
 
-/* One batch: `count` patches of size x size, interleaved RGB8 in host memory (page-locked is
- * faster), patch i made for requests[i] (its slide and seed); read[i] is patch i's read status
- * (a failed patch is zeroed in the output, as on the CPU). The steps are the loader's: `normalize`
+/* One batch: `count` patches of size x size, patch i made for requests[i] (its slide and seed).
+ * Patches with on_device[i] (on_device may be NULL: none) are read here into device memory
+ * with `ctx` (sp_cuda_read_regions: their JPEG tiles decoded by nvJPEG, one call per slide);
+ * the others were read on the CPU into host_rgb, interleaved RGB8 (page-locked is faster), at
+ * i * size * size * 3. read[i] is patch i's read status, set here for the patches read here; a
+ * failed patch is zeroed in the output, as on the CPU. The steps are the loader's: `normalize`
  * with stains[slide] -> *target (Macenko) or reinhard[slide] -> *reinhard_target (Reinhard),
  * geometry (NULL: none), dihedral and hed_sigma, stain_sigma (in *target once Macenko-normalized,
  * else in stains[slide]), photometric (NULL: none). The output's value of channel c and 8-bit
@@ -24,8 +28,11 @@ typedef struct sp_cuda_batch_job {
     int device;
     int64_t count, size;
     const uint8_t *host_rgb;
-    const sp_status *read;
+    sp_status *read;
     const sp_patch_request *requests;
+    const bool *on_device;
+    sp_cuda_context *ctx;
+    sp_slide *const *slides;
     int32_t n_slides;
     sp_normalizer normalize;
     const sp_stains *stains;
@@ -47,5 +54,10 @@ typedef struct sp_cuda_batch_job {
  * SP_E_INVALID_ARG, SP_E_UNSUPPORTED (no device, or no CUDA backend), SP_E_NOMEM or SP_E_IO with
  * the reason in err; *out is NULL then. */
 sp_status sp_cuda_batch_make(const sp_cuda_batch_job *job, void **out, char *err, size_t err_len);
+
+/* The levels of `slide` (bit L for level L < 64) whose patches sp_cuda_batch_make reads on the
+ * device (their tiles are JPEG that nvJPEG decodes, and SLIDEPIPE_NVJPEG is not 0); 0 without the
+ * CUDA backend. */
+uint64_t sp_cuda_batch_device_levels(sp_slide *slide);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "slide/slide.h"
 #include "slidepipe.h"
 
 /* Bytes of each of the two pinned staging buffers: large enough that a band's upload runs at
@@ -60,6 +61,10 @@ size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_
 sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
                            uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
                            int64_t w, int64_t h);
+
+/* Whether sp_cuda_nvjpeg_read_many decodes the tiles of this level (nvJPEG found and not turned
+ * off, the level's tiles baseline JPEG of a size it takes); *raw is the level's raw layout. */
+bool sp_cuda_nvjpeg_takes(sp_slide *slide, int32_t level, sp_raw_level *raw);
 
 /* Count a region read on the CPU path / through sp_cuda_raw_read (sp_cuda_get_decode_stats). */
 void sp_cuda_nvjpeg_count_cpu_region(void);

@@ -650,6 +650,16 @@ static int64_t many_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide,
     return decoded ? m : 0;
 }
 
+bool sp_cuda_nvjpeg_takes(sp_slide *slide, int32_t level, sp_raw_level *raw) {
+    if (nvjpeg_mode() == 0 || !sp_slide_raw_level(slide, level, raw) || raw->kind != SP_RAW_JPEG ||
+        sp_slide_error(slide) != NULL) {
+        return false;
+    }
+    pthread_once(&API_ONCE, load_api);
+    return API_OK && raw->tile_width <= 65536 && raw->tile_height <= 65536 &&
+           (uint64_t)(3 * raw->tile_width * raw->tile_height) <= SCRATCH_MAX;
+}
+
 size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
                                 int32_t level, sp_cuda_region *regions, size_t n, bool *done) {
     for (size_t i = 0; i < n; i++) {
@@ -657,14 +667,8 @@ size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_
     }
     int mode = nvjpeg_mode();
     sp_raw_level raw;
-    if (mode == 0 || n == 0 || !sp_slide_raw_level(slide, level, &raw) ||
-        raw.kind != SP_RAW_JPEG || sp_slide_error(slide) != NULL) {
+    if (n == 0 || !sp_cuda_nvjpeg_takes(slide, level, &raw)) {
         return 0; /* each region's own read says why */
-    }
-    pthread_once(&API_ONCE, load_api);
-    if (!API_OK || raw.tile_width > 65536 || raw.tile_height > 65536 ||
-        (uint64_t)(3 * raw.tile_width * raw.tile_height) > SCRATCH_MAX) {
-        return 0;
     }
     sp_nvjpeg *nv = decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
     if (nv == NULL) {

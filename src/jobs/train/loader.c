@@ -48,9 +48,12 @@ typedef struct recipe {
     size_t patch_bytes; /* one patch in the batch's format */
     size_t n_slides;
     /* The steps after the read run on the GPU (cuda_batch.h): a patch is only read, as RGB8,
-     * into a slot of slot_bytes. */
+     * into a slot of slot_bytes, or not at all when its slide's level is read on the device
+     * (bit `level` of device_levels[slide]; device_levels NULL: none). */
     bool gpu_steps;
     size_t slot_bytes;
+    const uint64_t *device_levels;
+    sp_cuda_context *ctx; /* for the reads on the device */
 } recipe;
 
 struct sp_loader {
@@ -76,6 +79,8 @@ struct sp_loader {
     char message[256]; /* why it stopped, when failure is set */
     sp_loader_stats stats;
     sp_batch_pool *pool; /* batch memory, reused */
+    sp_cuda_context *ctx; /* with cfg.cuda: the device's context, and what it reads there */
+    uint64_t *device_levels;
 };
 
 /* What the pool's items share while patches [first, first + count) are made into dst. */
@@ -97,6 +102,12 @@ __attribute__((format(printf, 3, 4))) static void put(char *err, size_t len, con
     }
 }
 
+/* Whether a GPU loader reads this request on the device (recipe.device_levels). */
+static bool read_on_device(const recipe *k, const sp_patch_request *r) {
+    return k->device_levels != NULL && r->level >= 0 && r->level < 64 &&
+           (k->device_levels[r->slide] >> r->level & 1) != 0;
+}
+
 static void make_patch(void *user, size_t i) {
     making *m = user;
     const recipe *k = m->r;
@@ -105,6 +116,10 @@ static void make_patch(void *user, size_t i) {
     uint8_t *slot = m->dst + i * k->slot_bytes;
     bool direct = k->gpu_steps ||
                   (k->cfg.format.dtype == SP_BATCH_UINT8 && k->cfg.format.layout == SP_BATCH_NHWC);
+    if (k->gpu_steps && read_on_device(k, r)) {
+        m->statuses[i] = SP_OK; /* until the device's read says otherwise */
+        return;
+    }
     uint8_t *rgb = direct ? slot : malloc((size_t)(size * size * 3));
     sp_status st = SP_E_NOMEM;
     if (rgb != NULL) {
@@ -193,8 +208,21 @@ static sp_status finish_on_device(const recipe *r, batch_box *b, char *err, size
         .bytes = r->lut.bytes,
         .nchw = c->format.layout == SP_BATCH_NCHW,
     };
+    bool *device_read = calloc((size_t)b->pub.count, sizeof *device_read);
+    if (device_read == NULL) {
+        sp_batch_free(&b->pub);
+        put(err, err_len, "loader: out of memory");
+        return SP_E_NOMEM;
+    }
+    for (int64_t i = 0; i < b->pub.count; i++) {
+        device_read[i] = read_on_device(r, &job.requests[i]);
+    }
+    job.on_device = device_read;
+    job.ctx = r->ctx;
+    job.slides = r->slides;
     void *on_device = NULL;
     sp_status st = sp_cuda_batch_make(&job, &on_device, err, err_len);
+    free(device_read);
     if (st != SP_OK) {
         sp_batch_free(&b->pub);
         return st;
@@ -232,12 +260,20 @@ static batch_box *make_batch(sp_loader *l, int64_t index, sp_status *why) {
         return NULL;
     }
     int64_t failed = make_patches(&l->r, b->pub.first, b->pub.count, b->pub.data, b->statuses);
-    if (l->r.gpu_steps &&
-        (*why = finish_on_device(&l->r, b, l->message, sizeof l->message)) != SP_OK) {
-        return NULL;
+    int64_t on_device = 0;
+    if (l->r.gpu_steps) {
+        if ((*why = finish_on_device(&l->r, b, l->message, sizeof l->message)) != SP_OK) {
+            return NULL;
+        }
+        failed = 0; /* recounted: the device's reads set their patches' statuses */
+        for (int64_t i = 0; i < b->pub.count; i++) {
+            failed += b->statuses[i] != SP_OK;
+            on_device += read_on_device(&l->r, &l->r.reqs[b->pub.first + i]);
+        }
     }
     pthread_mutex_lock(&l->mu);
     l->stats.patches_failed += failed;
+    l->stats.patches_read_on_device += on_device;
     l->stats.pinned = b->pub.pinned;
     pthread_mutex_unlock(&l->mu);
     return b;
@@ -384,6 +420,8 @@ static sp_status check(sp_slide *const *slides, size_t n_slides, const sp_patch_
 
 /* Free the loader's own memory (its thread and locks are gone). */
 static void free_loader(sp_loader *l) {
+    sp_cuda_context_destroy(l->ctx);
+    free(l->device_levels);
     sp_batch_pool_release(l->pool);
     free(l->slides);
     free(l->reqs);
@@ -425,6 +463,22 @@ sp_status sp_patches_read(sp_slide *const *slides, size_t n_slides,
         if (statuses[i] != SP_OK) {
             return statuses[i];
         }
+    }
+    return SP_OK;
+}
+
+/* A GPU loader's context and the levels of each slide it reads on the device. */
+static sp_status gpu_reads(sp_loader *l, size_t n_slides, char *err, size_t err_len) {
+    sp_status st = sp_cuda_context_create(l->cfg.cuda_device, &l->ctx, err, err_len);
+    if (st != SP_OK) {
+        return st;
+    }
+    l->device_levels = calloc(n_slides ? n_slides : 1, sizeof *l->device_levels);
+    if (l->device_levels == NULL) {
+        return SP_E_NOMEM;
+    }
+    for (size_t s = 0; s < n_slides; s++) {
+        l->device_levels[s] = sp_cuda_batch_device_levels(l->slides[s]);
     }
     return SP_OK;
 }
@@ -494,7 +548,12 @@ sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
         l->photometric = *config->photometric;
         l->cfg.photometric = &l->photometric;
     }
+    if (l->cfg.cuda && (st = gpu_reads(l, n_slides, err, err_len)) != SP_OK) {
+        goto fail;
+    }
     set_recipe(&l->r, l->slides, n_slides, l->reqs, &l->cfg, l->cfg.cuda != 0);
+    l->r.ctx = l->ctx;
+    l->r.device_levels = l->device_levels;
     /* Two spares: the batch the consumer just let go, ready for the next one made. */
     l->pool = sp_batch_pool_new((size_t)l->cfg.batch_size * l->r.patch_bytes,
                                 l->cfg.pinned || l->cfg.cuda, 2);
