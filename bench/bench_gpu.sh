@@ -138,7 +138,7 @@ if has checks; then
     # nvJPEG's default (CUDA) back end too, for its pixel differences from libjpeg-turbo
     step "test_cuda (SLIDEPIPE_NVJPEG=default)" 180 env SLIDEPIPE_NVJPEG=default "$pack/bin/test_cuda"
     for t in test_cuda_augment_color test_cuda_augment_geometry test_cuda_augment_hed \
-        test_cuda_stains test_cuda_tile_qc; do
+        test_cuda_stains test_cuda_tile_qc test_cuda_loader; do
         step "$t" 120 "$pack/bin/$t"
     done
     step "pytest test_gpu.py" 300 env SLIDEPIPE_BIN="$sp" $py -m pytest -q -rsP -p no:cacheprovider \
@@ -248,7 +248,7 @@ if has memcheck; then
         step "memcheck test_cuda" 240 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" "${ms[@]}" \
             "$pack/libexec/test_cuda"
         for t in test_cuda_augment_color test_cuda_augment_geometry test_cuda_augment_hed \
-            test_cuda_stains test_cuda_tile_qc; do
+            test_cuda_stains test_cuda_tile_qc test_cuda_loader; do
             step "memcheck $t" 90 env LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" "${ms[@]}" \
                 "$pack/libexec/$t"
         done
