@@ -10,11 +10,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "ops/patch_batch.h"
+#include "base/simd_x86.h"
 #include "ops/augment_hed.h"
 #include "ops/op.h"
+#include "ops/patch_batch.h"
 #include "slidepipe.h"
 
 /* Stain optical-density vectors over R, G, B (Ruifrok and Johnston 2001, as scikit-image's
@@ -76,20 +78,66 @@ static void jitter_map(const double u[DRAWS], double sigma, float a[3][3], float
     }
 }
 
-/* The jitter of every pixel by the plan's tables (augment_hed.h): channel c becomes
+/* The jitter by the plan's tables (augment_hed.h): channel c becomes
  * 255 exp(-(sum_k od_k a[k][c] + b[c])), written as 255 exp(-b[c]) times one factor per source
  * channel k, each a function of that channel's 8-bit value alone; so 2304 exponentials a patch
- * make the tables, and a pixel is 9 products instead of 3 exponentials. */
-SP_OPS_SIMD static void jitter_pixels(uint8_t *rgb, int64_t npixels, const sp_hed_plan *plan) {
-    for (int64_t p = 0; p < npixels; p++) {
-        uint8_t *px = rgb + 3 * p;
-        uint8_t i0 = px[0], i1 = px[1], i2 = px[2];
+ * make the tables, and a pixel is 9 products instead of 3 exponentials.
+ *
+ * With SSE2 the three output channels are the lanes of one vector: the tables are laid out again
+ * as lanes[k][v] = {factor[k][0][v], factor[k][1][v], factor[k][2][v], 0}, so a pixel is three
+ * vector loads and three vector products, each lane the same IEEE products in the same order as
+ * the scalar loop, so the bytes are the same (tests/unit/test_colour_lanes.c checks every
+ * colour). */
+typedef struct jitter {
+    const sp_hed_plan *plan;
+#ifdef SP_HAVE_X86
+    __attribute__((aligned(16))) float lanes[3][256][4];
+#endif
+} jitter;
+
+static void jitter_init(jitter *j, const sp_hed_plan *plan) {
+    j->plan = plan;
+#ifdef SP_HAVE_X86
+    for (int k = 0; k < 3; k++) {
+        for (int v = 0; v < 256; v++) {
+            for (int c = 0; c < 3; c++) {
+                j->lanes[k][v][c] = plan->factor[k][c][v];
+            }
+            j->lanes[k][v][3] = 0.0f;
+        }
+    }
+#endif
+}
+
+/* n pixels read from src, `step` bytes apart, jittered into dst, consecutive; src may be dst
+ * with step 3 (each pixel is read before it is written). */
+static void jitter_run(const jitter *j, const uint8_t *src, int64_t step, uint8_t *dst, int64_t n) {
+    const sp_hed_plan *plan = j->plan;
+#ifdef SP_HAVE_X86
+    const __m128 scale = _mm_setr_ps(plan->scale[0], plan->scale[1], plan->scale[2], 0.0f);
+    const __m128 top = _mm_set1_ps(255.0f), half = _mm_set1_ps(0.5f);
+    for (int64_t p = 0; p < n; p++, src += step, dst += 3) {
+        __m128 v = _mm_mul_ps(scale, _mm_load_ps(j->lanes[0][src[0]]));
+        v = _mm_mul_ps(v, _mm_load_ps(j->lanes[1][src[1]]));
+        v = _mm_mul_ps(v, _mm_load_ps(j->lanes[2][src[2]]));
+        /* (v > 255 ? 255 : v) + 0.5, truncated: min_ps(255, v) is 255 < v ? 255 : v */
+        __m128i n32 = _mm_cvttps_epi32(_mm_add_ps(_mm_min_ps(top, v), half));
+        __m128i n8 = _mm_packus_epi16(_mm_packs_epi32(n32, n32), n32); /* values 0..255 */
+        uint32_t b = (uint32_t)_mm_cvtsi128_si32(n8);
+        dst[0] = (uint8_t)b;
+        dst[1] = (uint8_t)(b >> 8);
+        dst[2] = (uint8_t)(b >> 16);
+    }
+#else
+    for (int64_t p = 0; p < n; p++, src += step, dst += 3) {
+        uint8_t i0 = src[0], i1 = src[1], i2 = src[2];
         for (int c = 0; c < 3; c++) {
             float v = plan->scale[c] * plan->factor[0][c][i0] * plan->factor[1][c][i1] *
                       plan->factor[2][c][i2];
-            px[c] = (uint8_t)((v > 255.0f ? 255.0f : v) + 0.5f);
+            dst[c] = (uint8_t)((v > 255.0f ? 255.0f : v) + 0.5f);
         }
     }
+#endif
 }
 
 static void swap_pixels(uint8_t *p, uint8_t *q) {
@@ -155,13 +203,46 @@ void sp_hed_plan_make(uint64_t seed, int dihedral, double sigma, sp_hed_plan *pl
     }
 }
 
+/* Flip t (1..7) and, with j, the jitter in one pass: output row y is read from the input along a
+ * straight line (sp_hed_flip_source: a row or a column, either way), into `out`. The jitter
+ * does not depend on where a pixel is, so this is the jitter then the flip. */
+static void flip_into(const uint8_t *rgb, int64_t size, int32_t t, const jitter *j, uint8_t *out) {
+    for (int64_t y = 0; y < size; y++) {
+        int64_t y0 = y, x0 = 0, y1 = y, x1 = size > 1 ? 1 : 0;
+        sp_hed_flip_source(t, size, &y0, &x0);
+        sp_hed_flip_source(t, size, &y1, &x1);
+        const uint8_t *src = rgb + (y0 * size + x0) * 3;
+        int64_t step = ((y1 - y0) * size + (x1 - x0)) * 3;
+        uint8_t *dst = out + y * size * 3;
+        if (j != NULL) {
+            jitter_run(j, src, step, dst, size);
+            continue;
+        }
+        for (int64_t x = 0; x < size; x++, src += step, dst += 3) {
+            memcpy(dst, src, 3);
+        }
+    }
+}
+
 static void augment_one(uint8_t *rgb, int64_t size, uint64_t seed, int flips, double sigma) {
     sp_hed_plan plan;
     sp_hed_plan_make(seed, flips, sigma, &plan);
+    jitter j;
     if (plan.jitter) {
-        jitter_pixels(rgb, size * size, &plan);
+        jitter_init(&j, &plan);
     }
-    if (plan.flip >= 0) {
+    uint8_t *out = plan.flip > 0 ? malloc((size_t)(size * size * 3)) : NULL;
+    if (out != NULL) {
+        flip_into(rgb, size, plan.flip, plan.jitter ? &j : NULL, out);
+        memcpy(rgb, out, (size_t)(size * size * 3));
+        free(out);
+        return;
+    }
+    /* no flip, or no memory for the one-pass flip: in place */
+    if (plan.jitter) {
+        jitter_run(&j, rgb, 3, rgb, size * size);
+    }
+    if (plan.flip > 0) {
         dihedral(rgb, size, (unsigned)plan.flip);
     }
 }

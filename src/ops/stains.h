@@ -39,6 +39,9 @@ typedef struct sp_stains_map {
     double w[3][3];
     bool tabled;              /* factor[] is valid (else exp per pixel) */
     double factor[3][3][256]; /* exp(-w[k][j] * od(v)) */
+    /* factor again with the output channel innermost, lanes[j][v] = {factor[0..2][j][v], 0}, so
+     * that the three channels of a pixel are the lanes of one vector (when tabled) */
+    __attribute__((aligned(32))) double lanes[3][256][4];
 } sp_stains_map;
 
 /* Build the map from `source` to `target`; SP_E_INVALID_ARG with a message for NULL, non-finite
