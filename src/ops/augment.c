@@ -117,9 +117,9 @@ static void jitter_run(const jitter *j, const uint8_t *src, int64_t step, uint8_
     const __m128 scale = _mm_setr_ps(plan->scale[0], plan->scale[1], plan->scale[2], 0.0f);
     const __m128 top = _mm_set1_ps(255.0f), half = _mm_set1_ps(0.5f);
     for (int64_t p = 0; p < n; p++, src += step, dst += 3) {
-        __m128 v = _mm_mul_ps(scale, _mm_load_ps(j->lanes[0][src[0]]));
-        v = _mm_mul_ps(v, _mm_load_ps(j->lanes[1][src[1]]));
-        v = _mm_mul_ps(v, _mm_load_ps(j->lanes[2][src[2]]));
+        __m128 v = _mm_mul_ps(scale, _mm_loadu_ps(j->lanes[0][src[0]]));
+        v = _mm_mul_ps(v, _mm_loadu_ps(j->lanes[1][src[1]]));
+        v = _mm_mul_ps(v, _mm_loadu_ps(j->lanes[2][src[2]]));
         /* (v > 255 ? 255 : v) + 0.5, truncated: min_ps(255, v) is 255 < v ? 255 : v */
         __m128i n32 = _mm_cvttps_epi32(_mm_add_ps(_mm_min_ps(top, v), half));
         __m128i n8 = _mm_packus_epi16(_mm_packs_epi32(n32, n32), n32); /* values 0..255 */
