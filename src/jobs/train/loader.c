@@ -436,6 +436,8 @@ static void set_recipe(recipe *r, sp_slide *const *slides, size_t n_slides,
     r->slides = slides;
     r->n_slides = n_slides;
     r->gpu_steps = gpu_steps;
+    r->device_levels = NULL; /* the loader sets these two for its reads on the device */
+    r->ctx = NULL;
     r->reqs = reqs;
     r->cfg = *cfg;
     r->stains = cfg->source_stains;
