@@ -906,7 +906,7 @@ SP_API sp_status sp_loader_create(sp_slide *const *slides, size_t n_slides,
 SP_API sp_status sp_loader_next(sp_loader *loader, sp_batch **out);
 
 /* Why the loader stopped, once sp_loader_next has returned its failure; "" before. */
-SP_API const char *sp_loader_error(const sp_loader *loader);
+SP_API const char *sp_loader_error(sp_loader *loader);
 
 /* Free a batch handed out by sp_loader_next (it may outlive its loader); NULL is accepted. */
 SP_API void sp_batch_free(sp_batch *batch);

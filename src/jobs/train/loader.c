@@ -235,11 +235,10 @@ static sp_status finish_on_device(const recipe *r, batch_box *b, char *err, size
     return SP_OK;
 }
 
-/* Batch `index`, made on the pool; NULL, with the reason in *why (and l->message), when out of
- * memory or when the GPU failed. */
+/* Batch `index`, made on the pool; NULL, with the reason in *why, when out of memory or when the
+ * GPU failed (its message then in l->message). */
 static batch_box *make_batch(sp_loader *l, int64_t index, sp_status *why) {
     *why = SP_E_NOMEM;
-    put(l->message, sizeof l->message, "loader: out of memory for batch %lld", (long long)index);
     batch_box *b = calloc(1, sizeof *b);
     if (b == NULL) {
         return NULL;
@@ -304,6 +303,10 @@ static void *produce(void *user) {
         batch_box *b = make_batch(l, i, &why);
         pthread_mutex_lock(&l->mu);
         if (b == NULL) {
+            if (l->message[0] == '\0') {
+                put(l->message, sizeof l->message, "loader: out of memory for batch %lld",
+                    (long long)i);
+            }
             l->failure = why;
             pthread_mutex_unlock(&l->mu);
             break;
@@ -588,8 +591,14 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-const char *sp_loader_error(const sp_loader *l) {
-    return l != NULL && l->failure != SP_OK ? l->message : "";
+const char *sp_loader_error(sp_loader *l) {
+    if (l == NULL) {
+        return "";
+    }
+    pthread_mutex_lock(&l->mu);
+    bool failed = l->failure != SP_OK; /* the message is not written again once it is */
+    pthread_mutex_unlock(&l->mu);
+    return failed ? l->message : "";
 }
 
 sp_status sp_loader_next(sp_loader *l, sp_batch **out) {
