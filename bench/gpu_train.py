@@ -9,16 +9,18 @@ on the same slide, the same patch positions and the same batch shape, in one run
 Both sides hand the training loop float16 NCHW batches in GPU memory, each patch flipped or
 turned (one of the 8 dihedral transforms), HED jittered (sigma 0.05) and normalised with
 mean 0.5, std 0.2:
-  ours  slidepipe.Loader(..., device="cuda", dihedral=True, hed_sigma=0.05), threads = cores;
-        batches taken with torch.from_dlpack
+  ours  slidepipe.Loader(..., device="cuda", dihedral=True, hed_sigma=0.05), threads = cores:
+        JPEG tiles decoded by nvJPEG, flips, HED jitter and float16 on the GPU; batches taken
+        with torch.from_dlpack
   peer  cuCIM CuImage.read_region(locations, size, level 0, batch_size, num_workers=cores,
         device="cuda"), then on the GPU: uint8 NHWC -> float NCHW, Kornia RandomHorizontalFlip,
         RandomVerticalFlip and RandomRotation90, HED jitter in torch (optical density, the
         Ruifrok-Johnston matrix, per-patch scale and shift), kornia.enhance.Normalize, half().
         (MONAI's pathology readers wrap cuCIM the same way; MONAI adds no GPU step here.)
-Each side runs in a process of its own. A parity check first reads 64 patches without
-augmentation on both sides (uint8 NHWC) and prints the largest pixel difference (the two JPEG
-decoders may differ by rounding). Each side's time ends with torch.cuda.synchronize(); the first
+Ours also runs a second time with SLIDEPIPE_NVJPEG=0: the JPEG tiles decoded by the CPU's
+threads, every later step still on the GPU. Each side runs in a process of its own. A parity
+check first reads 64 patches without augmentation on both sides (uint8 NHWC) and prints the
+largest pixel difference (the two JPEG decoders may differ by rounding). Each side's time ends with torch.cuda.synchronize(); the first
 run is a warm-up, the median of the rest is printed, in patches/s, with the ratio ours / peer.
 """
 
@@ -152,12 +154,17 @@ def main(argv=None):
     # cuCIM's TIFF plugin crashed after slidepipe's libraries were loaded: a JPEG library clash).
     recs, first = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("ours", "peer"):
+        # ours twice: JPEG tiles decoded by nvJPEG (the default), and by the CPU's threads
+        # (SLIDEPIPE_NVJPEG=0), the later steps on the GPU both times
+        for name, side_name, env in (("ours", "ours", {}),
+                                     ("ours_cpu_decode", "ours", {"SLIDEPIPE_NVJPEG": "0"}),
+                                     ("peer", "peer", {})):
             parity = os.path.join(tmp, name + ".npy")
-            cmd = [sys.executable, os.path.abspath(__file__), a.slide, "--side", name, "--parity",
-                   parity] + [f"--{k}={getattr(a, k)}" for k in
-                              ("size", "count", "batch", "threads", "repeat")]
-            out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            cmd = [sys.executable, os.path.abspath(__file__), a.slide, "--side", side_name,
+                   "--parity", parity] + [f"--{k}={getattr(a, k)}" for k in
+                                          ("size", "count", "batch", "threads", "repeat")]
+            out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, **env))
             if out.returncode != 0:
                 print(f"gpu_train: the {name} side failed (exit {out.returncode})")
                 return 1
@@ -174,11 +181,13 @@ def main(argv=None):
            "batch": a.batch, "threads": a.threads, "batch_shape": recs["ours"]["batch_shape"],
            "peer_batch_shape": recs["peer"]["batch_shape"],
            "ours_patches_per_s": per_s(recs["ours"]), "peer_patches_per_s": per_s(recs["peer"]),
+           "ours_cpu_decode_patches_per_s": per_s(recs["ours_cpu_decode"]),
            "ours_seconds": recs["ours"]["seconds"], "peer_seconds": recs["peer"]["seconds"],
            "parity_max_diff": diff}
     rec["ratio"] = rec["ours_patches_per_s"] / rec["peer_patches_per_s"]
     print(f"training batches into GPU memory, {a.count} patches {a.size}², batch {a.batch}, "
-          f"{a.threads} threads, {rec['gpu']}: ours {rec['ours_patches_per_s']:.0f} patches/s, "
+          f"{a.threads} threads, {rec['gpu']}: ours {rec['ours_patches_per_s']:.0f} patches/s "
+          f"({rec['ours_cpu_decode_patches_per_s']:.0f} with the CPU decoding), "
           f"cuCIM+Kornia {rec['peer_patches_per_s']:.0f} patches/s, ratio {rec['ratio']:.2f}x")
     if a.json:
         with open(a.json, "w") as f:
