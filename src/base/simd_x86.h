@@ -8,7 +8,14 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(SP_NO_SIMD)
 #define SP_HAVE_X86 1
 #include <emmintrin.h>
+#include <stdint.h>
 #include <tmmintrin.h>
+
+/* Four int32 lanes, each 0..255, as the bytes of one uint32 (lane 0 the lowest). */
+static inline uint32_t sp_x86_bytes4(__m128i lanes) {
+    __m128i n8 = _mm_packus_epi16(_mm_packs_epi32(lanes, lanes), lanes);
+    return (uint32_t)_mm_cvtsi128_si32(n8);
+}
 #endif
 
 #endif

@@ -121,9 +121,7 @@ static void jitter_run(const jitter *j, const uint8_t *src, int64_t step, uint8_
         v = _mm_mul_ps(v, _mm_loadu_ps(j->lanes[1][src[1]]));
         v = _mm_mul_ps(v, _mm_loadu_ps(j->lanes[2][src[2]]));
         /* (v > 255 ? 255 : v) + 0.5, truncated: min_ps(255, v) is 255 < v ? 255 : v */
-        __m128i n32 = _mm_cvttps_epi32(_mm_add_ps(_mm_min_ps(top, v), half));
-        __m128i n8 = _mm_packus_epi16(_mm_packs_epi32(n32, n32), n32); /* values 0..255 */
-        uint32_t b = (uint32_t)_mm_cvtsi128_si32(n8);
+        uint32_t b = sp_x86_bytes4(_mm_cvttps_epi32(_mm_add_ps(_mm_min_ps(top, v), half)));
         dst[0] = (uint8_t)b;
         dst[1] = (uint8_t)(b >> 8);
         dst[2] = (uint8_t)(b >> 16);

@@ -461,9 +461,7 @@ __attribute__((target("avx"))) static void apply_lanes(const sp_stains_map *map,
         __m256d x = _mm256_mul_pd(top, _mm256_loadu_pd(map->lanes[0][px[0]]));
         x = _mm256_mul_pd(x, _mm256_loadu_pd(map->lanes[1][px[1]]));
         x = _mm256_mul_pd(x, _mm256_loadu_pd(map->lanes[2][px[2]]));
-        __m128i n32 = _mm256_cvttpd_epi32(_mm256_add_pd(_mm256_min_pd(top, x), half));
-        __m128i n8 = _mm_packus_epi16(_mm_packs_epi32(n32, n32), n32); /* values 0..255 */
-        uint32_t b = (uint32_t)_mm_cvtsi128_si32(n8);
+        uint32_t b = sp_x86_bytes4(_mm256_cvttpd_epi32(_mm256_add_pd(_mm256_min_pd(top, x), half)));
         uint8_t *o = out + i * pixel_step;
         o[0] = (uint8_t)b;
         o[channel_step] = (uint8_t)(b >> 8);
