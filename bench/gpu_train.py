@@ -20,8 +20,9 @@ mean 0.5, std 0.2:
 Ours also runs a second time with SLIDEPIPE_NVJPEG=0: the JPEG tiles decoded by the CPU's
 threads, every later step still on the GPU. Each side runs in a process of its own. A parity
 check first reads 64 patches without augmentation on both sides (uint8 NHWC) and prints the
-largest pixel difference (the two JPEG decoders may differ by rounding). Each side's time ends with torch.cuda.synchronize(); the first
-run is a warm-up, the median of the rest is printed, in patches/s, with the ratio ours / peer.
+largest pixel difference (the two JPEG decoders may differ by rounding). Each side's time ends
+with torch.cuda.synchronize(); the first run is a warm-up, the median of the rest is printed, in
+patches/s, with the ratio ours / peer.
 """
 
 import argparse
