@@ -83,6 +83,25 @@ static sp_status swap(making *m, sp_status st) {
     return st;
 }
 
+/* Upload the patches read on the CPU into now(m), consecutive ones in one copy; the others are
+ * read on the device. */
+static cudaError_t upload_cpu_reads(const sp_cuda_batch_job *j, const making *m) {
+    size_t patch = (size_t)(j->size * j->size * 3);
+    cudaError_t e = cudaSuccess;
+    for (int64_t i = 0; e == cudaSuccess && i < j->count;) {
+        int64_t end = i;
+        while (end < j->count && (j->on_device == NULL || !j->on_device[end])) {
+            end++;
+        }
+        if (end > i) {
+            e = cudaMemcpy(now(m) + (size_t)i * patch, j->host_rgb + (size_t)i * patch,
+                           (size_t)(end - i) * patch, cudaMemcpyHostToDevice);
+        }
+        i = end + 1; /* past the patch read on the device */
+    }
+    return e;
+}
+
 /* Stain augmentation in place: one call for all when the stains are the target's, else one per
  * patch with its slide's stains. */
 static sp_status stain_augment(const sp_cuda_batch_job *j, const making *m, int64_t pixels) {
@@ -221,8 +240,7 @@ sp_status sp_cuda_batch_make(const sp_cuda_batch_job *j, void **out, char *err, 
     if ((e = cudaMalloc((void **)&m.buf[0], rgb_bytes)) != cudaSuccess ||
         (e = cudaMalloc((void **)&m.buf[1], rgb_bytes)) != cudaSuccess ||
         (e = cudaMalloc(out, out_bytes)) != cudaSuccess ||
-        (e = upload_table(j, &m)) != cudaSuccess ||
-        (e = cudaMemcpy(m.buf[0], j->host_rgb, rgb_bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        (e = upload_table(j, &m)) != cudaSuccess || (e = upload_cpu_reads(j, &m)) != cudaSuccess) {
         st = cuda_failed(e, "allocating and uploading", err, err_len);
         goto done;
     }

@@ -177,8 +177,10 @@ static int64_t make_patches(const recipe *r, int64_t first, int64_t count, void 
 }
 
 /* Finish a batch of read patches on the GPU (cuda_batch.h) into device memory; the host memory
- * goes back to the pool. The batch is freed on failure, and the status returned. */
-static sp_status finish_on_device(const recipe *r, batch_box *b, char *err, size_t err_len) {
+ * goes back to the pool, and *on_device counts the patches read there. The batch is freed on
+ * failure, and the status returned. */
+static sp_status finish_on_device(const recipe *r, batch_box *b, int64_t *on_device, char *err,
+                                  size_t err_len) {
     const sp_loader_config *c = &r->cfg;
     const void *table = NULL; /* uint8: the byte itself */
     if (c->format.dtype == SP_BATCH_FLOAT16) {
@@ -216,12 +218,13 @@ static sp_status finish_on_device(const recipe *r, batch_box *b, char *err, size
     }
     for (int64_t i = 0; i < b->pub.count; i++) {
         device_read[i] = read_on_device(r, &job.requests[i]);
+        *on_device += device_read[i];
     }
     job.on_device = device_read;
     job.ctx = r->ctx;
     job.slides = r->slides;
-    void *on_device = NULL;
-    sp_status st = sp_cuda_batch_make(&job, &on_device, err, err_len);
+    void *made = NULL;
+    sp_status st = sp_cuda_batch_make(&job, &made, err, err_len);
     free(device_read);
     if (st != SP_OK) {
         sp_batch_free(&b->pub);
@@ -229,7 +232,7 @@ static sp_status finish_on_device(const recipe *r, batch_box *b, char *err, size
     }
     sp_batch_pool_give(b->pool, b->pub.data, b->pub.pinned);
     b->pool = NULL;
-    b->pub.data = on_device;
+    b->pub.data = made;
     b->pub.pinned = 0;
     b->pub.device = c->cuda_device;
     return SP_OK;
@@ -261,13 +264,13 @@ static batch_box *make_batch(sp_loader *l, int64_t index, sp_status *why) {
     int64_t failed = make_patches(&l->r, b->pub.first, b->pub.count, b->pub.data, b->statuses);
     int64_t on_device = 0;
     if (l->r.gpu_steps) {
-        if ((*why = finish_on_device(&l->r, b, l->message, sizeof l->message)) != SP_OK) {
+        *why = finish_on_device(&l->r, b, &on_device, l->message, sizeof l->message);
+        if (*why != SP_OK) {
             return NULL;
         }
         failed = 0; /* recounted: the device's reads set their patches' statuses */
         for (int64_t i = 0; i < b->pub.count; i++) {
             failed += b->statuses[i] != SP_OK;
-            on_device += read_on_device(&l->r, &l->r.reqs[b->pub.first + i]);
         }
     }
     pthread_mutex_lock(&l->mu);
