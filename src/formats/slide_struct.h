@@ -90,6 +90,22 @@ typedef struct sp_slide_ops {
                                uint8_t **stream, size_t *len, sp_err *err);
     sp_status (*read_raw_rows)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
                                int64_t y0, int64_t y1, uint8_t *dst, sp_err *err);
+    /* Optional (NULL: none), for a format whose stored blocks decode into a layout of its own
+     * that read_tile would turn into RGBA (a Zarr chunk's planes): the region painter then
+     * caches decoded blocks rather than RGBA tiles, and paints each area straight from its
+     * block (slide/region.c). block_of gives the block that holds all of tile (col, row) of
+     * `level` and its decoded size, or false where no single block does or the format cannot
+     * paint `format` from it (then the tile is read as usual); decode_block decodes block
+     * `block` into `out` (that many bytes); paint_block paints the area (x, y, w, h) of the
+     * level, which lies inside the block, from the decoded block into `dst` (rows of `stride`
+     * bytes) in `format`. Each must be thread-safe. */
+    bool (*block_of)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                     sp_pixel_format format, sp_tile_pos *block, uint64_t *bytes);
+    sp_status (*decode_block)(sp_slide *slide, const sp_level *level, sp_tile_pos block,
+                              uint8_t *out, sp_err *err);
+    void (*paint_block)(const sp_slide *slide, const sp_level *level, const uint8_t *decoded,
+                        sp_tile_pos block, int64_t x, int64_t y, int64_t w, int64_t h,
+                        sp_pixel_format format, uint8_t *dst, int64_t stride);
 } sp_slide_ops;
 
 /* The most tiles the painter announces at once. */

@@ -34,6 +34,7 @@
 #include "base/strings.h"
 #include "formats/format.h"
 #include "formats/zarr_meta.h"
+#include "formats/zarr_planes.h"
 #include "formats/zarr_recent.h"
 #include "formats/zarr_shards.h"
 #include "io/http_source.h"
@@ -670,39 +671,11 @@ static bool planar_rgb8(const zarr_array *a) {
            a->dim_c >= 0 && m->chunk[a->dim_c] >= a->channels && a->stride[a->dim_x] == 1;
 }
 
-/* Interleave `n` pixels of planes r, g, b and a (NULL: opaque) into RGBA at `o`. */
-static void planes_to_rgba(const uint8_t *r, const uint8_t *g, const uint8_t *b, const uint8_t *a,
-                           uint8_t *o, int64_t n) {
-    int64_t x = 0;
-#ifdef SP_HAVE_X86
-    /* 16 pixels at a time: bytes pair up (r with g, b with a), then the pairs pair up. */
-    const __m128i opaque = _mm_set1_epi8((char)0xFF);
-    for (; x + 16 <= n; x += 16) {
-        __m128i vr = _mm_loadu_si128((const __m128i *)(r + x));
-        __m128i vg = _mm_loadu_si128((const __m128i *)(g + x));
-        __m128i vb = _mm_loadu_si128((const __m128i *)(b + x));
-        __m128i va = a != NULL ? _mm_loadu_si128((const __m128i *)(a + x)) : opaque;
-        __m128i rg_lo = _mm_unpacklo_epi8(vr, vg), rg_hi = _mm_unpackhi_epi8(vr, vg);
-        __m128i ba_lo = _mm_unpacklo_epi8(vb, va), ba_hi = _mm_unpackhi_epi8(vb, va);
-        _mm_storeu_si128((__m128i *)(o + 4 * x), _mm_unpacklo_epi16(rg_lo, ba_lo));
-        _mm_storeu_si128((__m128i *)(o + 4 * x + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
-        _mm_storeu_si128((__m128i *)(o + 4 * x + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
-        _mm_storeu_si128((__m128i *)(o + 4 * x + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
-    }
-#endif
-    for (; x < n; x++) {
-        o[4 * x] = r[x];
-        o[4 * x + 1] = g[x];
-        o[4 * x + 2] = b[x];
-        o[4 * x + 3] = a != NULL ? a[x] : 255;
-    }
-}
-
 /* Copy the part of a decoded chunk (grid row gy, column gx, channel block kc) that lies in the
- * rectangle (x0, y0, w, h) into RGBA rows at `out`. */
+ * rectangle (x0, y0, w, h) into rows of RGBA (bpp 4) or RGB (bpp 3) at `out`. */
 static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, int64_t gx,
-                        int64_t kc, int64_t x0, int64_t y0, int64_t w, int64_t h, uint8_t *out,
-                        uint64_t stride) {
+                        int64_t kc, int64_t x0, int64_t y0, int64_t w, int64_t h, int bpp,
+                        uint8_t *out, uint64_t stride) {
     const sp_zarr_array_meta *m = &a->m;
     int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
     int64_t cc = a->dim_c >= 0 ? m->chunk[a->dim_c] : 1;
@@ -716,19 +689,27 @@ static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, i
     if (planar_rgb8(a)) {
         for (int64_t y = ry0; y < ry1; y++) {
             const uint8_t *p = chunk + (uint64_t)(y - gy * cy) * sy + (uint64_t)(rx0 - gx * cx);
-            planes_to_rgba(p, p + sc, p + 2 * sc, a->channels == 4 ? p + 3 * sc : NULL,
-                           out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * 4, rx1 - rx0);
+            uint8_t *o = out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * (uint64_t)bpp;
+            if (bpp == 3) {
+                sp_planes_to_rgb(p, p + sc, p + 2 * sc, o, rx1 - rx0);
+            } else {
+                sp_planes_to_rgba(p, p + sc, p + 2 * sc, a->channels == 4 ? p + 3 * sc : NULL, o,
+                                  rx1 - rx0);
+            }
         }
         return;
     }
     for (int64_t y = ry0; y < ry1; y++) {
-        uint8_t *row = out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * 4;
+        uint8_t *row = out + (uint64_t)(y - y0) * stride + (uint64_t)(rx0 - x0) * (uint64_t)bpp;
         uint64_t base = (uint64_t)(y - gy * cy) * sy + (uint64_t)(rx0 - gx * cx) * sx;
         for (int64_t lc = 0; lc < c_n; lc++) {
             uint64_t e = base + (uint64_t)lc * sc;
             int64_t ch = c_lo + lc;
+            if (ch >= bpp) {
+                continue; /* alpha, read as RGB: only arrays without it are (zarr_block_of) */
+            }
             uint8_t *o = row;
-            for (int64_t x = rx0; x < rx1; x++, e += sx, o += 4) {
+            for (int64_t x = rx0; x < rx1; x++, e += sx, o += bpp) {
                 uint8_t v = sample8(m, chunk, e);
                 if (a->channels == 1) {
                     o[0] = o[1] = o[2] = v;
@@ -740,17 +721,25 @@ static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, i
     }
 }
 
-/* Read the rectangle (x0, y0, w, h), inside the array, as RGBA into `out`. */
+/* An RGBA area (w x h at `out`) of an array whose chunks do not hold alpha themselves gets it
+ * opaque first: paint_chunk writes only the channels the array has. */
+static void fill_alpha(const zarr_array *a, int64_t w, int64_t h, uint8_t *out, uint64_t stride) {
+    if (a->channels == 4 || planar_rgb8(a)) {
+        return;
+    }
+    for (int64_t y = 0; y < h; y++) {
+        for (int64_t x = 0; x < w; x++) {
+            out[(uint64_t)y * stride + (uint64_t)x * 4 + 3] = 255;
+        }
+    }
+}
+
+/* Read the rectangle (x0, y0, w, h), inside the array, as RGBA into `out`. A chunk this thread
+ * decoded last is not decoded again (zarr_recent.h). */
 static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t y0, int64_t w,
                            int64_t h, uint8_t *out, uint64_t stride, sp_err *err) {
     const sp_zarr_array_meta *m = &a->m;
-    if (a->channels != 4 && !planar_rgb8(a)) {
-        for (int64_t y = 0; y < h; y++) {
-            for (int64_t x = 0; x < w; x++) {
-                out[(uint64_t)y * stride + (uint64_t)x * 4 + 3] = 255;
-            }
-        }
-    }
+    fill_alpha(a, w, h, out, stride);
     sp_zarr_recent *recent = sp_zarr_recent_get();
     sp_status st = recent ? SP_OK : sp_err_set(err, SP_E_NOMEM, "out of memory");
     int64_t cy = m->chunk[a->dim_y], cx = m->chunk[a->dim_x];
@@ -775,7 +764,7 @@ static sp_status read_rect(sp_slide *s, const zarr_array *a, int64_t x0, int64_t
                     chunk = buf;
                 }
                 if (st == SP_OK) {
-                    paint_chunk(a, chunk, gy, gx, kc, x0, y0, w, h, out, stride);
+                    paint_chunk(a, chunk, gy, gx, kc, x0, y0, w, h, 4, out, stride);
                 }
             }
         }
@@ -939,11 +928,53 @@ static void zarr_destroy(sp_slide *s) {
     s->priv = NULL;
 }
 
+/* A chunk that holds every channel is a block (slide_struct.h): the tile cache keeps it decoded,
+ * as planes, and areas are painted from it straight into the caller's rows. */
+static bool zarr_block_of(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                          sp_pixel_format format, sp_tile_pos *block, uint64_t *bytes) {
+    (void)s;
+    const zarr_array *a = l->priv;
+    const sp_zarr_array_meta *m = &a->m;
+    if ((a->dim_c >= 0 && m->chunk[a->dim_c] < a->channels) ||
+        (format != SP_PIXEL_RGBA8 && a->channels == 4)) {
+        return false; /* channels in several chunks, or alpha to composite */
+    }
+    /* A tile's side divides its chunk's (tile_side), so the chunk holds all of the tile. */
+    block->col = col * l->tile_width / m->chunk[a->dim_x];
+    block->row = row * l->tile_height / m->chunk[a->dim_y];
+    *bytes = m->chunk_bytes;
+    return true;
+}
+
+static sp_status zarr_decode_block(sp_slide *s, const sp_level *l, sp_tile_pos block, uint8_t *out,
+                                   sp_err *err) {
+    const zarr_array *a = l->priv;
+    int64_t index[SP_ZARR_MAX_DIMS] = {0};
+    index[a->dim_y] = block.row;
+    index[a->dim_x] = block.col;
+    return load_chunk(s, a, index, out, err);
+}
+
+static void zarr_paint_block(const sp_slide *s, const sp_level *l, const uint8_t *decoded,
+                             sp_tile_pos block, int64_t x, int64_t y, int64_t w, int64_t h,
+                             sp_pixel_format format, uint8_t *dst, int64_t stride) {
+    (void)s;
+    const zarr_array *a = l->priv;
+    int bpp = sp_pixel_format_bytes(format);
+    if (bpp == 4) {
+        fill_alpha(a, w, h, dst, (uint64_t)stride);
+    }
+    paint_chunk(a, decoded, block.row, block.col, 0, x, y, w, h, bpp, dst, (uint64_t)stride);
+}
+
 static const sp_slide_ops ZARR_OPS = {
     .read_tile = zarr_read_tile,
     .read_associated = zarr_read_associated,
     .destroy = zarr_destroy,
     .prefetch = zarr_prefetch,
+    .block_of = zarr_block_of,
+    .decode_block = zarr_decode_block,
+    .paint_block = zarr_paint_block,
 };
 
 /* ---- open ---- */

@@ -4,6 +4,8 @@
  * scaling) that intersect the request. Per tile it copies from the process-wide tile cache,
  * or has the format decode just the needed part straight into the caller's rows, or decodes
  * the whole tile into a cache entry and copies the part out (docs/reading.md gives the policy).
+ * A format that decodes tiles as parts of blocks in a layout of its own (Zarr chunks) has the
+ * decoded block cached instead, and the part is painted from it.
  * Pixels outside the level (or in missing tiles) are transparent, or the background colour in
  * RGB, and are written once. On any error the output is zeroed and the error sticks to the
  * slide.
@@ -154,6 +156,20 @@ static sp_status decode_whole(const paint_job *j, int64_t col, int64_t row, sp_c
                                      SP_PIXEL_RGBA8, px, j->tile_w * 4, transparent, err);
 }
 
+/* Where the format decodes tile (col, row) of `level` seen at 1/scale as part of a block of its
+ * own (sp_slide_ops.block_of) that it can paint `fmt` from: the block's cache key and decoded
+ * size. */
+static bool block_key(const sp_slide *s, int32_t level, unsigned scale, int64_t col, int64_t row,
+                      sp_pixel_format fmt, sp_tile_key *key, uint64_t *bytes) {
+    sp_tile_pos block;
+    if (scale != 1 || s->ops->block_of == NULL ||
+        !s->ops->block_of((sp_slide *)s, &s->levels[level], col, row, fmt, &block, bytes)) {
+        return false;
+    }
+    *key = (sp_tile_key){s->cache_id, level, 0, block.col, block.row};
+    return true;
+}
+
 /* Append to tiles[*n..cap) the tiles of level `level` seen at 1/scale that the cache does not
  * hold, from the k-th on of the `total` tiles of a block `cols` tiles wide at (col0, row0)
  * (row-major); returns the index of the first tile not looked at. */
@@ -163,8 +179,13 @@ static int64_t uncached_tiles(const sp_slide *s, int32_t level, unsigned scale, 
     bool caching = sp_tile_cache_enabled();
     for (; k < total && *n < cap; k++) {
         sp_tile_pos p = {col0 + k % cols, row0 + k / cols};
-        sp_tile_key key = {s->cache_id, level, scale, p.col, p.row};
-        if (!caching || !sp_tile_cache_holds(&key)) {
+        sp_tile_key key = {s->cache_id, level, scale, p.col, p.row}, block;
+        uint64_t bytes;
+        bool held =
+            caching && (sp_tile_cache_holds(&key) ||
+                        (block_key(s, level, scale, p.col, p.row, SP_PIXEL_RGBA8, &block, &bytes) &&
+                         sp_tile_cache_holds(&block)));
+        if (!held) {
             tiles[(*n)++] = p;
         }
     }
@@ -186,10 +207,40 @@ static int64_t announce(const paint_job *j, int64_t col0, int64_t row0, int64_t 
     return k;
 }
 
-/* Paint every tile the request touches. Per tile (docs/reading.md, "Tile cache"): a cached tile
- * is copied out; otherwise, when the format can decode part of the tile straight into the
- * caller's rows and the tile has not been asked for recently, only the part needed is decoded
- * there; otherwise the tile is decoded whole, offered to the cache, and copied out. */
+/* Paint the part [cx0, cx1) x [cy0, cy1) of the request from the decoded block cached under
+ * `key` (block_key), decoding it into a new entry offered to the cache when it is not there. */
+static sp_status paint_from_block(const paint_job *j, const sp_tile_key *key, uint64_t bytes,
+                                  int64_t cx0, int64_t cy0, int64_t cx1, int64_t cy1, sp_err *err) {
+    sp_slide *s = j->s;
+    sp_tile_pos block = {key->col, key->row};
+    sp_cached_tile *entry = sp_tile_cache_get(key);
+    if (entry == NULL) {
+        entry = sp_tile_cache_alloc_bytes(bytes);
+        if (entry == NULL) {
+            return sp_err_set(err, SP_E_NOMEM, "out of memory for a decoded block of %llu bytes",
+                              (unsigned long long)bytes);
+        }
+        sp_status st = s->ops->decode_block(s, j->l, block, sp_cached_tile_pixels(entry), err);
+        if (st != SP_OK) {
+            sp_tile_cache_release(entry);
+            return st;
+        }
+        sp_tile_cache_put(entry, key);
+    }
+    uint8_t *out =
+        j->dst + (cy0 - j->ly) * j->stride + (cx0 - j->lx) * sp_pixel_format_bytes(j->fmt);
+    s->ops->paint_block(s, j->l, sp_cached_tile_pixels(entry), block, cx0, cy0, cx1 - cx0,
+                        cy1 - cy0, j->fmt, out, j->stride);
+    sp_tile_cache_release(entry);
+    return SP_OK;
+}
+
+/* Paint every tile the request touches. Per tile (docs/reading.md, "Tile cache"): where the
+ * format decodes it as part of a block of its own, the part is painted from the cached block;
+ * otherwise a cached tile is copied out; otherwise, when the format can decode part of the tile
+ * straight into the caller's rows and the tile has not been asked for recently, only the part
+ * needed is decoded there; otherwise the tile is decoded whole, offered to the cache, and copied
+ * out. */
 static sp_status paint(const paint_job *j, sp_err *err) {
     sp_slide *s = j->s;
     int bpp = sp_pixel_format_bytes(j->fmt);
@@ -232,7 +283,15 @@ static sp_status paint(const paint_job *j, sp_err *err) {
             int64_t cx0 = tx > x0 ? tx : x0, cy0 = ty > y0 ? ty : y0;
             int64_t cx1 = tx + j->tile_w < x1 ? tx + j->tile_w : x1;
             int64_t cy1 = ty + j->tile_h < y1 ? ty + j->tile_h : y1;
-            sp_tile_key key = {s->cache_id, j->level, j->scale, col, row};
+            sp_tile_key key = {s->cache_id, j->level, j->scale, col, row}, block;
+            uint64_t block_bytes;
+            if (caching &&
+                block_key(s, j->level, j->scale, col, row, j->fmt, &block, &block_bytes) &&
+                sp_tile_cache_admits_bytes(block_bytes) &&
+                block_bytes <= (uint64_t)s->limits.value[SP_LIMIT_MAX_ALLOC]) {
+                st = paint_from_block(j, &block, block_bytes, cx0, cy0, cx1, cy1, err);
+                continue;
+            }
             sp_cached_tile *tile = caching ? sp_tile_cache_get(&key) : NULL;
             bool shared = caching && j->shared > 0 &&
                           (ty < j->ly + j->shared || ty + j->tile_h > j->ly + j->h - j->shared ||

@@ -107,7 +107,12 @@ bool sp_tile_cache_enabled(void) { return atomic_load(&get_cache()->capacity) > 
 
 bool sp_tile_cache_admits(int64_t width, int64_t height) {
     return width > 0 && height > 0 && height <= INT64_MAX / 4 / width &&
-           width * height * 4 <= shard_capacity(get_cache());
+           sp_tile_cache_admits_bytes((uint64_t)(width * height * 4));
+}
+
+bool sp_tile_cache_admits_bytes(uint64_t bytes) {
+    int64_t limit = shard_capacity(get_cache());
+    return bytes > 0 && limit > 0 && bytes <= (uint64_t)limit;
 }
 
 static sp_cached_tile **bucket_of(shard *s, uint64_t hash) {
@@ -230,7 +235,19 @@ sp_cached_tile *sp_tile_cache_alloc(int64_t width, int64_t height) {
     uint64_t bytes;
     if (width <= 0 || height <= 0 ||
         __builtin_mul_overflow((uint64_t)width, (uint64_t)height, &bytes) ||
-        __builtin_mul_overflow(bytes, 4, &bytes) || bytes > SIZE_MAX - sizeof(sp_cached_tile)) {
+        __builtin_mul_overflow(bytes, 4, &bytes)) {
+        return NULL;
+    }
+    sp_cached_tile *t = sp_tile_cache_alloc_bytes(bytes);
+    if (t != NULL) {
+        t->width = width;
+        t->height = height;
+    }
+    return t;
+}
+
+sp_cached_tile *sp_tile_cache_alloc_bytes(uint64_t bytes) {
+    if (bytes == 0 || bytes > SIZE_MAX - sizeof(sp_cached_tile)) {
         return NULL;
     }
     /* Not zeroed: every decode into an entry writes all of its pixels (read_tile, or an area
@@ -241,8 +258,6 @@ sp_cached_tile *sp_tile_cache_alloc(int64_t width, int64_t height) {
     }
     memset(t, 0, sizeof *t);
     atomic_init(&t->refs, 1);
-    t->width = width;
-    t->height = height;
     t->bytes = bytes + sizeof *t;
     return t;
 }

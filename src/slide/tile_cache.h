@@ -1,7 +1,9 @@
 /* tile_cache.h — the process-wide cache of decoded tiles, shared by every open slide.
  *
  * Entries are whole decoded tiles (straight RGBA8, rows of width * 4 bytes) keyed by the
- * slide's per-open id, the level, the DCT scale and the tile's column and row. The cache is
+ * slide's per-open id, the level, the DCT scale and the tile's column and row; or, under keys
+ * of scale 0, a format's stored blocks decoded into its own layout, which it paints from (a Zarr
+ * chunk's planes: sp_slide_ops.block_of in formats/slide_struct.h, slide/region.c). The cache is
  * bounded in bytes (sp_cache_set_capacity, SLIDEPIPE_CACHE_MB, default 256 MiB), split into
  * shards with their own lock and LRU list so that threads reading different tiles rarely meet.
  * Entries are reference counted: a reader holds one while it copies pixels out, so an entry
@@ -24,7 +26,7 @@
 typedef struct sp_tile_key {
     uint64_t slide;  /* sp_tile_cache_new_slide_id() of the open slide */
     int32_t level;
-    uint32_t scale;  /* 1, 2, 4, 8 */
+    uint32_t scale; /* 1, 2, 4, 8; 0 for a format's own decoded block */
     int64_t col, row;
 } sp_tile_key;
 
@@ -44,6 +46,9 @@ bool sp_tile_cache_enabled(void);
  * read it once, in bands of whole tile rows, instead (the tile engine). */
 bool sp_tile_cache_admits(int64_t width, int64_t height);
 
+/* The same for an entry of `bytes` bytes (sp_tile_cache_alloc_bytes). */
+bool sp_tile_cache_admits_bytes(uint64_t bytes);
+
 /* The entry for `key`, held (release it), or NULL on a miss. Counts a hit or a miss. */
 sp_cached_tile *sp_tile_cache_get(const sp_tile_key *key);
 
@@ -56,6 +61,10 @@ bool sp_tile_cache_seen(const sp_tile_key *key);
 /* A new, unshared entry of width x height RGBA8 pixels (not initialised: the caller's decode
  * writes every pixel), held by the caller; NULL when out of memory or when the size overflows. */
 sp_cached_tile *sp_tile_cache_alloc(int64_t width, int64_t height);
+
+/* A new, unshared entry of `bytes` bytes of a format's own decoded data (a key of scale 0, see
+ * above), otherwise as sp_tile_cache_alloc; sp_cached_tile_pixels gives its bytes. */
+sp_cached_tile *sp_tile_cache_alloc_bytes(uint64_t bytes);
 
 /* Offer a held entry (from sp_tile_cache_alloc, filled) for `key`. The caller keeps its hold
  * either way; the entry is admitted unless it is larger than one shard's share of the capacity
