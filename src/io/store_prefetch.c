@@ -347,9 +347,7 @@ static void send_for(sp_store_prefetch *p, const char *const *paths, size_t n, s
 
 void sp_store_prefetch_files(sp_store_prefetch *p, const char *const *paths, size_t n,
                              size_t expected) {
-    if (sp_http_prefetch_pays()) {
-        send_for(p, paths, n, expected, p->parallel, false);
-    }
+    send_for(p, paths, n, expected, p->parallel, false);
 }
 
 void sp_store_prefetch_metadata(sp_store_prefetch *p, const char *const *paths, size_t n) {
