@@ -99,7 +99,7 @@ typedef struct sp_slide_ops {
      * `block` into `out` (that many bytes); paint_block paints the area (x, y, w, h) of the
      * level, which lies inside the block, from the decoded block into `dst` (rows of `stride`
      * bytes) in `format`. Each must be thread-safe. */
-    bool (*block_of)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+    bool (*block_of)(const sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
                      sp_pixel_format format, sp_tile_pos *block, uint64_t *bytes);
     sp_status (*decode_block)(sp_slide *slide, const sp_level *level, sp_tile_pos block,
                               uint8_t *out, sp_err *err);

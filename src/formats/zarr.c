@@ -930,7 +930,7 @@ static void zarr_destroy(sp_slide *s) {
 
 /* A chunk that holds every channel is a block (slide_struct.h): the tile cache keeps it decoded,
  * as planes, and areas are painted from it straight into the caller's rows. */
-static bool zarr_block_of(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+static bool zarr_block_of(const sp_slide *s, const sp_level *l, int64_t col, int64_t row,
                           sp_pixel_format format, sp_tile_pos *block, uint64_t *bytes) {
     (void)s;
     const zarr_array *a = l->priv;

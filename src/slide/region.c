@@ -163,7 +163,7 @@ static bool block_key(const sp_slide *s, int32_t level, unsigned scale, int64_t 
                       sp_pixel_format fmt, sp_tile_key *key, uint64_t *bytes) {
     sp_tile_pos block;
     if (scale != 1 || s->ops->block_of == NULL ||
-        !s->ops->block_of((sp_slide *)s, &s->levels[level], col, row, fmt, &block, bytes)) {
+        !s->ops->block_of(s, &s->levels[level], col, row, fmt, &block, bytes)) {
         return false;
     }
     *key = (sp_tile_key){s->cache_id, level, 0, block.col, block.row};
