@@ -23,16 +23,20 @@ read at equal requests in flight. Without a delay nothing holds requests long en
 them, so tensorstore reads twice, with T requests at once and with T + 64 (slidepipe's most:
 its T readers and the 64 threads that send chunk requests ahead, src/io/io_pool.h), and the
 ratio is taken against the faster of the two. Each reader has a 256 MiB chunk cache
-(slidepipe's default tile cache; tensorstore's cache pool set to the same), and each run starts with a new process-wide state as far as the
-libraries allow (a new handle and context). The first regions are compared across the readers.
-Prints MP/s (requested pixels) and slidepipe's rate as a multiple of tensorstore's. First it
-times opening over HTTP (the median of 5): slidepipe.open of the store (its group, every level's
-and associated image's array, the completion marker) against tensorstore opening the levels'
-arrays, all at once, each time in a new context.
+(slidepipe's default tile cache; tensorstore's cache pool set to the same), and each run starts
+with a new process-wide state as far as the libraries allow (a new handle and context). The
+first regions are compared across the readers. Prints MP/s (requested pixels), slidepipe's rate
+as a multiple of tensorstore's, and the CPU seconds the process spent on each reader's run (user
++ system of every thread: less noisy than the rates on a shared machine; with a delay the proxy,
+in this process too, counts in both). First it times opening over HTTP (the median of 5):
+slidepipe.open of the store (its group, every level's and associated image's array, the
+completion marker) against tensorstore opening the levels' arrays, all at once, each time in a
+new context.
 """
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -78,6 +82,16 @@ def run_tensorstore(url, where, size, threads, requests):
     return time.perf_counter() - t0, out
 
 
+def with_cpu(fn, *args):
+    """fn(*args) and the CPU seconds (user + system) the whole process spent meanwhile."""
+    def used():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    c0 = used()
+    result = fn(*args)
+    return result, used() - c0
+
+
 def median_open_ms(fn, rounds=5):
     times = []
     for _ in range(rounds):
@@ -114,11 +128,13 @@ def main():
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--delay", type=float, default=0.0, help="ms each request is held (a latency proxy)")
+    ap.add_argument("--delay", type=float, default=0.0,
+                    help="ms each request is held (a latency proxy)")
     a = ap.parse_args()
     store = os.path.abspath(a.store.rstrip("/"))
     if not os.path.isfile(os.path.join(store, "0", ".zarray")):
-        sys.exit(f"{store}: not a Zarr v2 store with a level-0 array '0' (make one with slidepipe convert)")
+        sys.exit(f"{store}: not a Zarr v2 store with a level-0 array '0' "
+                 "(make one with slidepipe convert)")
     with slidepipe.open(store) as s:
         width, height = s.levels[0].width, s.levels[0].height
     where = corners(width, height, a.size, a.count, a.seed)
@@ -137,25 +153,28 @@ def main():
         print(f"opening: slidepipe {sp_ms:.1f} ms (group, {levels} levels, associated images, "
               f"marker); tensorstore {ts_ms:.1f} ms ({levels} level arrays at once)")
         print(f"{'threads':>7} {'sp local':>9} {'sp http':>8} {'sp http, 1 at a time':>21} "
-              f"{'in flight':>9} {'tensorstore http':>17} {'sp / ts':>8}  (MP/s)")
+              f"{'in flight':>9} {'tensorstore http':>17} {'sp / ts':>8}  (MP/s; CPU s sp / ts)")
         for t in (int(v) for v in a.threads.split(",")):
             local_s, local = run_slidepipe(store, where, a.size, t)
             if proxy:
                 proxy.most_at_once = 0
-            http_s, remote = run_slidepipe(url, where, a.size, t)
+            (http_s, remote), sp_cpu = with_cpu(run_slidepipe, url, where, a.size, t)
             in_flight = max(t, proxy.most_at_once if proxy else t)
             one_s, one = run_slidepipe_http(url, where, a.size, t, 1)
             if "TS_REQUESTS" in os.environ:
                 choices = [int(os.environ["TS_REQUESTS"])]
             else:
                 choices = [in_flight] if proxy else [t, t + SLIDEPIPE_MOST_AHEAD]
-            peers = [(run_tensorstore(url + "/", where, a.size, t, n), n) for n in choices]
-            (ts_s, peer), requests = min(peers, key=lambda p: p[0][0])
+            peers = [(with_cpu(run_tensorstore, url + "/", where, a.size, t, n), n)
+                     for n in choices]
+            ((ts_s, peer), ts_cpu), requests = min(peers, key=lambda p: p[0][0][0])
             if not all(np.array_equal(local, other) for other in (remote, one, peer)):
                 sys.exit("the readers disagree on the regions' pixels")
-            tried = " ".join(f"{n}: {mp / r[0]:.1f}" for r, n in peers) if len(peers) > 1 else ""
+            tried = (" ".join(f"{n}: {mp / r[0][0]:.1f}" for r, n in peers)
+                     if len(peers) > 1 else "")
             print(f"{t:>7} {mp / local_s:>9.1f} {mp / http_s:>8.1f} {mp / one_s:>21.1f} "
                   f"{requests:>9} {mp / ts_s:>17.1f} {ts_s / http_s:>7.2f}x"
+                  f"  {sp_cpu:.2f} / {ts_cpu:.2f}"
                   + (f"  (tensorstore with {tried})" if tried else ""))
     finally:
         if proxy:
