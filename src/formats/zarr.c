@@ -705,9 +705,6 @@ static void paint_chunk(const zarr_array *a, const uint8_t *chunk, int64_t gy, i
         for (int64_t lc = 0; lc < c_n; lc++) {
             uint64_t e = base + (uint64_t)lc * sc;
             int64_t ch = c_lo + lc;
-            if (ch >= bpp) {
-                continue; /* alpha, read as RGB: only arrays without it are (zarr_block_of) */
-            }
             uint8_t *o = row;
             for (int64_t x = rx0; x < rx1; x++, e += sx, o += bpp) {
                 uint8_t v = sample8(m, chunk, e);

@@ -10,8 +10,8 @@
  * later read fetches it again and reports the failure. A file that does not exist is kept as
  * missing, which is what its read would learn. Files are sent for ahead however near the
  * server is: each is a whole object, so other threads receive the next while a reader decodes
- * one (on loopback, 10-17% more MP/s in bench/bench_remote_zarr.py at 1, 2 and 8 threads than
- * fetching each on its reader, the way TIFF byte ranges are fetched near, sp_http_prefetch_pays).
+ * one (docs/remote.md has the figures; TIFF byte ranges are fetched on their reader from a near
+ * server instead, sp_http_prefetch_pays).
  *
  * The same table is the slide's table of files in flight: a reader that needs a file nobody has
  * sent for claims it there and fetches it itself (sp_store_prefetch_get), so that two threads,

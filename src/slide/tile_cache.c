@@ -23,7 +23,6 @@ struct sp_cached_tile {
     atomic_int refs; /* holders: readers, plus one while the cache lists it */
     sp_tile_key key;
     uint64_t hash;
-    int64_t width, height;
     uint64_t bytes;
     sp_cached_tile *chain;             /* next in the hash bucket */
     sp_cached_tile *newer, *older;     /* LRU list, newest at the head */
@@ -238,12 +237,7 @@ sp_cached_tile *sp_tile_cache_alloc(int64_t width, int64_t height) {
         __builtin_mul_overflow(bytes, 4, &bytes)) {
         return NULL;
     }
-    sp_cached_tile *t = sp_tile_cache_alloc_bytes(bytes);
-    if (t != NULL) {
-        t->width = width;
-        t->height = height;
-    }
-    return t;
+    return sp_tile_cache_alloc_bytes(bytes);
 }
 
 sp_cached_tile *sp_tile_cache_alloc_bytes(uint64_t bytes) {
