@@ -12,7 +12,8 @@
 #           (256² JPEG tiles, pyramidal), raw.tif (512² uncompressed tiles) from its level 0 by
 #           `slidepipe region` + tifffile; a list of COUNT random REGION² regions
 #   bench   each comparison of issue 7 against its peer in the same run (bench/gpu_peers.py):
-#           1 raw.tif level 0 into one GPU array vs tifffile.imread + cupy.asarray
+#           1 raw.tif level 0 into one GPU array vs tifffile.imread + cupy.asarray; ours again
+#             with SLIDEPIPE_CUFILE=1 (cuFile reads into device memory) against ours pinned
 #           2 jpeg.tif regions into GPU memory (GP/s) vs our CPU path on all cores and vs cuCIM's
 #             batched read_region(device="cuda") on the same regions; ours also in batches of 64
 #             regions (sp_cuda_read_regions)
@@ -178,6 +179,8 @@ if has bench; then
     R="--repeat $repeat"
     # 1
     stepo "1 ours: raw.tif -> GPU" 120 "$res/raw_ours.json" $gr "$raw" whole --threads "$threads" $R
+    stepo "1 ours (SLIDEPIPE_CUFILE=1): raw.tif -> GPU" 120 "$res/raw_ours_cufile.json" \
+        env SLIDEPIPE_CUFILE=1 $gr "$raw" whole --threads "$threads" $R
     stepo "1 peer: tifffile + cupy" 180 "$res/raw_peer.json" $peers $R raw "$raw"
     # 2
     stepo "2 ours (cuda): jpeg regions" 180 "$res/jpeg_ours.json" $gr "$jpeg" regions \

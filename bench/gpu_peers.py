@@ -425,6 +425,15 @@ def cmd_report(args, be: Backend) -> dict:
     if raw_ours and "direct_regions" in raw_ours:
         checks["raw path"] = (f"{raw_ours['direct_regions']} stripes copied directly, "
                               f"{raw_ours['cpu_regions']} on the CPU path")
+    # ... and with cuFile asked for (SLIDEPIPE_CUFILE=1): against the pinned path above
+    raw_cufile = _load(d, "raw_ours_cufile")
+    row("1 raw.tif -> one GPU array, cuFile", raw_cufile, raw_ours,
+        "ours, pread into pinned staging", unit="gps")
+    if raw_cufile and "cufile_regions" in raw_cufile:
+        checks["raw path, cuFile"] = (
+            f"{raw_cufile['cufile_regions']} of {raw_cufile['direct_regions']} stripes read with "
+            f"cuFile, {raw_cufile['cpu_regions']} on the CPU path; last reason: "
+            f"{raw_cufile.get('last_fallback') or '-'}")
     # 2. JPEG regions into GPU memory
     jpeg_ours = _load(d, "jpeg_ours")
     row("2 jpeg.tif regions -> GPU", jpeg_ours, _load(d, "jpeg_cpu"),

@@ -514,6 +514,8 @@ typedef struct sp_cuda_decode_stats {
                               * memory and copied (no CPU pass over the pixels; RGB8 only) */
     uint64_t cpu_regions;    /* regions read on the CPU path */
     char last_fallback[200]; /* why the last region read on the CPU path was ("" if none) */
+    uint64_t cufile_regions; /* of direct_regions, those read from the file into device memory
+                              * with cuFile (SLIDEPIPE_CUFILE=1, docs/gpu.md) */
 } sp_cuda_decode_stats;
 
 /* Fill *out (zeros and "" in a build without CUDA). SP_E_INVALID_ARG when out is NULL or its

@@ -93,6 +93,13 @@ sp_status sp_cuda_read_regions(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_f
 
 void sp_cuda_context_set_band_bytes(sp_cuda_context *ctx, size_t bytes) {}
 
+int sp_cuda_cufile_state(char *why, size_t why_len) {
+    if (why != NULL && why_len > 0) {
+        snprintf(why, why_len, "built without the CUDA backend");
+    }
+    return 0;
+}
+
 sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
     if (out == NULL || out->struct_size < sizeof *out) {
         return SP_E_INVALID_ARG;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda_cufile.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/cuda_testing.h"
 
@@ -114,6 +115,7 @@ void sp_cuda_context_destroy(sp_cuda_context *ctx) {
         cudaStreamSynchronize(ctx->stream);
     }
     sp_cuda_nvjpeg_destroy(ctx);
+    sp_cuda_cufile_destroy(ctx);
     if (ctx->stream != NULL) {
         cudaStreamDestroy(ctx->stream);
     }

@@ -18,6 +18,9 @@
 /* A context's nvJPEG decoder (cuda_nvjpeg.c), made on the first JPEG region read. */
 typedef struct sp_nvjpeg sp_nvjpeg;
 
+/* A context's cuFile state (cuda_cufile.c), made on the first read that asks for cuFile. */
+typedef struct sp_cufile sp_cufile;
+
 struct sp_cuda_context {
     int device;
     cudaStream_t stream;
@@ -26,6 +29,7 @@ struct sp_cuda_context {
     size_t band_bytes;       /* bytes of a band (<= SP_CUDA_STAGING_BYTES; tests lower it) */
     sp_nvjpeg *nvjpeg;       /* NULL until a region of JPEG tiles is read */
     int nvjpeg_no_hardware;  /* the hardware decoder failed once: use the default back end */
+    sp_cufile *cufile;       /* NULL until a read asks for cuFile (SLIDEPIPE_CUFILE=1) */
     char message[256];
 };
 
@@ -69,6 +73,7 @@ bool sp_cuda_nvjpeg_takes(sp_slide *slide, int32_t level, sp_raw_level *raw);
 /* Count a region read on the CPU path / through sp_cuda_raw_read (sp_cuda_get_decode_stats). */
 void sp_cuda_nvjpeg_count_cpu_region(void);
 void sp_cuda_count_direct_region(void);
+void sp_cuda_count_cufile_region(void);
 
 /* A region's place in its level: the level coordinates (lx, ly) of its origin, as
  * sp_slide_read_region computes them, and the part inside the level, [x0, x1) x [y0, y1). */

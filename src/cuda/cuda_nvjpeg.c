@@ -124,7 +124,8 @@ static void load_api(void) {
 
 /* ---- what the read paths did, for sp_cuda_get_decode_stats ---------------------------------- */
 
-static atomic_uint_least64_t NVJPEG_REGIONS, NVJPEG_TILES, DIRECT_REGIONS, CPU_REGIONS;
+static atomic_uint_least64_t NVJPEG_REGIONS, NVJPEG_TILES, DIRECT_REGIONS, CPU_REGIONS,
+    CUFILE_REGIONS;
 static pthread_mutex_t WHY_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static char LAST_FALLBACK[200];
 
@@ -136,6 +137,10 @@ void sp_cuda_count_direct_region(void) {
     atomic_fetch_add(&DIRECT_REGIONS, 1);
 }
 
+void sp_cuda_count_cufile_region(void) {
+    atomic_fetch_add(&CUFILE_REGIONS, 1);
+}
+
 sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
     if (out == NULL || out->struct_size < sizeof *out) {
         return SP_E_INVALID_ARG;
@@ -145,6 +150,7 @@ sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
     out->nvjpeg_tiles = atomic_load(&NVJPEG_TILES);
     out->direct_regions = atomic_load(&DIRECT_REGIONS);
     out->cpu_regions = atomic_load(&CPU_REGIONS);
+    out->cufile_regions = atomic_load(&CUFILE_REGIONS);
     pthread_mutex_lock(&WHY_LOCK);
     snprintf(out->last_fallback, sizeof out->last_fallback, "%s", LAST_FALLBACK);
     pthread_mutex_unlock(&WHY_LOCK);

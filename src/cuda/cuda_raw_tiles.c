@@ -11,11 +11,13 @@
  * (slide/raw_tiles.c), so this file knows nothing of TIFF. The bytes are those the CPU path gives
  * (a copy of the same stored samples). Anything else — another layout or format, RGBA8 output, a
  * missing or short tile, a read error — goes to the CPU path, which rewrites the whole
- * destination. (cuFile, GPUDirect Storage, would read into
- * device memory without the staging copy; it is not used yet.) */
+ * destination. With SLIDEPIPE_CUFILE=1 the rows are read with cuFile (GPUDirect Storage) into
+ * device buffers instead, where it can register the slide's file (cuda_cufile.c), and the
+ * copies run on the device. */
 #include <stdbool.h>
 #include <string.h>
 
+#include "cuda/cuda_cufile.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/jpeg_planes.h"
 #include "slide/slide.h"
@@ -54,6 +56,21 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
     }
     int64_t col0 = x0 / tw, col1 = (x1 - 1) / tw, row0 = y0 / th, row1 = (y1 - 1) / th;
     int64_t across = col1 - col0 + 1, count = across * (row1 - row0 + 1);
+    /* With SLIDEPIPE_CUFILE=1 and a local file that cuFile registers, the rows go from the file
+     * into the context's device buffers instead of pinned staging, and the 2-D copies run on
+     * the device (cuda_cufile.c). */
+    uint8_t *device[2] = {NULL, NULL};
+    if (sp_cuda_cufile_wanted()) {
+        int fd = -1;
+        uint64_t unused = 0;
+        sp_err ignored = {0};
+        if (sp_slide_raw_rows_at(slide, level, col0, row0, y0 - row0 * th, y0 - row0 * th + 1, &fd,
+                                 &unused, &ignored) == SP_OK &&
+            (device[0] = sp_cuda_cufile_buffer(ctx, fd, 0)) != NULL) {
+            device[1] = sp_cuda_cufile_buffer(ctx, fd, 1);
+        }
+    }
+    bool by_cufile = device[0] != NULL && device[1] != NULL;
     size_t used = SP_CUDA_STAGING_BYTES; /* bytes of the current buffer filled; full: switch */
     int b = 1;
     for (int64_t k = 0; k < count && st == SP_OK; k++) {
@@ -76,17 +93,30 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
             }
             used = 0;
         }
-        uint8_t *buf = ctx->staging[b] + used;
+        uint8_t *buf = (by_cufile ? device[b] : ctx->staging[b]) + used;
         sp_err err = {0};
-        st = sp_slide_read_raw_rows(slide, level, col, row, cy0 - ty, cy1 - ty, buf, &err);
+        if (by_cufile) {
+            int fd = -1;
+            uint64_t offset = 0;
+            st = sp_slide_raw_rows_at(slide, level, col, row, cy0 - ty, cy1 - ty, &fd, &offset,
+                                      &err);
+            if (st == SP_OK) {
+                st = sp_cuda_cufile_read(ctx, b, used, offset, part);
+                if (st != SP_OK) {
+                    break; /* it noted why */
+                }
+            }
+        } else {
+            st = sp_slide_read_raw_rows(slide, level, col, row, cy0 - ty, cy1 - ty, buf, &err);
+        }
         if (st != SP_OK) {
             st = sp_cuda_note_fallback("%s", err.msg);
             break;
         }
-        cudaError_t e =
-            cudaMemcpy2DAsync(dst + (cy0 - ly) * stride + (cx0 - lx) * 3, (size_t)stride,
-                              buf + (cx0 - tx) * 3, (size_t)row_bytes, (size_t)(cx1 - cx0) * 3,
-                              (size_t)(cy1 - cy0), cudaMemcpyHostToDevice, ctx->stream);
+        cudaError_t e = cudaMemcpy2DAsync(
+            dst + (cy0 - ly) * stride + (cx0 - lx) * 3, (size_t)stride, buf + (cx0 - tx) * 3,
+            (size_t)row_bytes, (size_t)(cx1 - cx0) * 3, (size_t)(cy1 - cy0),
+            by_cufile ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, ctx->stream);
         if (e != cudaSuccess) {
             st = sp_cuda_note_fallback("a tile's copy failed: %s", cudaGetErrorString(e));
             break;
@@ -105,5 +135,8 @@ sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
         return SP_E_UNSUPPORTED;
     }
     sp_cuda_count_direct_region();
+    if (by_cufile) {
+        sp_cuda_count_cufile_region();
+    }
     return SP_OK;
 }

@@ -84,12 +84,18 @@ typedef struct sp_slide_ops {
      * raw_level describes the level's stored tiles; read_raw_tile gives tile (col, row) of an
      * SP_RAW_JPEG level as one complete stream (malloc'd; NULL and 0 for a missing tile);
      * read_raw_rows copies rows [y0, y1) of tile (col, row) of an SP_RAW_RGB8 level, as stored,
-     * into dst (tile_width x 3 bytes a row; SP_E_NOT_FOUND for a missing or short tile). */
+     * into dst (tile_width x 3 bytes a row; SP_E_NOT_FOUND for a missing or short tile);
+     * raw_rows_at says where those rows lie instead, for a reader of the file itself (the
+     * GPU's cuFile): *fd is the local file's open descriptor (the slide's; not to be closed),
+     * *offset the rows' first byte, contiguous for (y1 - y0) x tile_width x 3 bytes;
+     * SP_E_UNSUPPORTED when the bytes are not read from a local file. Optional. */
     bool (*raw_level)(sp_slide *slide, const sp_level *level, sp_raw_level *out);
     sp_status (*read_raw_tile)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
                                uint8_t **stream, size_t *len, sp_err *err);
     sp_status (*read_raw_rows)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
                                int64_t y0, int64_t y1, uint8_t *dst, sp_err *err);
+    sp_status (*raw_rows_at)(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                             int64_t y0, int64_t y1, int *fd, uint64_t *offset, sp_err *err);
     /* Optional (NULL: none), for a format whose stored blocks decode into a layout of its own
      * that read_tile would turn into RGBA (a Zarr chunk's planes): the region painter then
      * caches decoded blocks rather than RGBA tiles, and paints each area straight from its

@@ -87,10 +87,10 @@ sp_status sp_tiff_read_raw_tile(sp_slide *s, const sp_level *l, int64_t col, int
     return st;
 }
 
-sp_status sp_tiff_read_raw_rows(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
-                                int64_t y0, int64_t y1, uint8_t *dst, sp_err *err) {
-    const sp_tiff_dir *d = l->priv;
-    const sp_tiff *tiff = s->container;
+/* Where rows [y0, y1) of uncompressed tile (col, row) start in the file: *offset, after checking
+ * the tile is in the grid, present and whole. */
+static sp_status rows_place(const sp_tiff_dir *d, int64_t col, int64_t row, int64_t y0, int64_t y1,
+                            uint64_t *offset, sp_err *err) {
     if (col < 0 || row < 0 || (uint64_t)col >= d->chunks_across ||
         (uint64_t)row >= d->chunks_down || y0 < 0 || y1 <= y0 ||
         (uint64_t)y1 > d->chunk_height) {
@@ -98,9 +98,9 @@ sp_status sp_tiff_read_raw_rows(sp_slide *s, const sp_level *l, int64_t col, int
                           (long long)y0, (long long)y1, (long long)col, (long long)row);
     }
     uint64_t index = (uint64_t)row * d->chunks_across + (uint64_t)col;
-    uint64_t offset = d->chunk_offsets[index], stored = d->chunk_byte_counts[index];
+    uint64_t start = d->chunk_offsets[index], stored = d->chunk_byte_counts[index];
     uint64_t row_bytes = d->chunk_width * 3;
-    if (offset == 0 || stored == 0) {
+    if (start == 0 || stored == 0) {
         return sp_err_set(err, SP_E_NOT_FOUND, "tile (%lld, %lld) is missing", (long long)col,
                           (long long)row);
     }
@@ -108,6 +108,36 @@ sp_status sp_tiff_read_raw_rows(sp_slide *s, const sp_level *l, int64_t col, int
         return sp_err_set(err, SP_E_NOT_FOUND, "tile (%lld, %lld) is short", (long long)col,
                           (long long)row);
     }
-    return sp_source_read(tiff->src, offset + row_bytes * (uint64_t)y0, dst,
-                          (size_t)(row_bytes * (uint64_t)(y1 - y0)), err);
+    *offset = start + row_bytes * (uint64_t)y0;
+    return SP_OK;
+}
+
+sp_status sp_tiff_read_raw_rows(sp_slide *s, const sp_level *l, int64_t col, int64_t row,
+                                int64_t y0, int64_t y1, uint8_t *dst, sp_err *err) {
+    const sp_tiff_dir *d = l->priv;
+    const sp_tiff *tiff = s->container;
+    uint64_t offset = 0;
+    sp_status st = rows_place(d, col, row, y0, y1, &offset, err);
+    return st != SP_OK ? st
+                       : sp_source_read(tiff->src, offset, dst,
+                                        (size_t)(d->chunk_width * 3 * (uint64_t)(y1 - y0)), err);
+}
+
+sp_status sp_tiff_raw_rows_at(sp_slide *s, const sp_level *l, int64_t col, int64_t row, int64_t y0,
+                              int64_t y1, int *fd, uint64_t *offset, sp_err *err) {
+    const sp_tiff *tiff = s->container;
+    *fd = sp_source_local_fd(tiff->src);
+    if (*fd < 0) {
+        return sp_err_set(err, SP_E_UNSUPPORTED, "%s is not a local file",
+                          sp_source_name(tiff->src));
+    }
+    /* The whole span must lie in the file: a reader of the file gets no "truncated" check. */
+    sp_status st = rows_place(l->priv, col, row, y0, y1, offset, err);
+    uint64_t len = ((const sp_tiff_dir *)l->priv)->chunk_width * 3 * (uint64_t)(y1 - y0);
+    if (st == SP_OK &&
+        (*offset > sp_source_size(tiff->src) || len > sp_source_size(tiff->src) - *offset)) {
+        st = sp_err_set(err, SP_E_CORRUPT, "tile (%lld, %lld) runs past the end of %s",
+                        (long long)col, (long long)row, sp_source_name(tiff->src));
+    }
+    return st;
 }

@@ -1,7 +1,7 @@
 /* tiff_raw_tiles.h — a TIFF level's tiles as stored, for backends that decode them themselves
- * (the GPU's nvJPEG and its direct copy of uncompressed tiles): the raw-tile operations of the
- * TIFF slide ops (formats/slide_struct.h), reached through slide/raw_tiles.c. The CPU decoders do
- * not use them; they load JPEGTables into libjpeg themselves. */
+ * (the GPU's nvJPEG and its direct copy or cuFile read of uncompressed tiles): the raw-tile
+ * operations of the TIFF slide ops (formats/slide_struct.h), reached through slide/raw_tiles.c. The
+ * CPU decoders do not use them; they load JPEGTables into libjpeg themselves. */
 #ifndef SP_FORMATS_TIFF_RAW_TILES_H
 #define SP_FORMATS_TIFF_RAW_TILES_H
 
@@ -18,8 +18,12 @@ bool sp_tiff_raw_level(sp_slide *slide, const sp_level *level, sp_raw_level *out
 sp_status sp_tiff_read_raw_tile(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
                                 uint8_t **stream, size_t *len, sp_err *err);
 
-/* Stored rows [y0, y1) of uncompressed tile (col, row), one read. */
+/* Stored rows [y0, y1) of uncompressed tile (col, row), one read; or, for sp_tiff_raw_rows_at,
+ * where they start in the local file (SP_E_UNSUPPORTED for a remote or in-memory slide, and
+ * SP_E_CORRUPT when they would run past the file's end). */
 sp_status sp_tiff_read_raw_rows(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
                                 int64_t y0, int64_t y1, uint8_t *dst, sp_err *err);
+sp_status sp_tiff_raw_rows_at(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
+                              int64_t y0, int64_t y1, int *fd, uint64_t *offset, sp_err *err);
 
 #endif

@@ -68,6 +68,7 @@ const sp_slide_ops sp_tiff_slide_ops = {
     .raw_level = sp_tiff_raw_level,
     .read_raw_tile = sp_tiff_read_raw_tile,
     .read_raw_rows = sp_tiff_read_raw_rows,
+    .raw_rows_at = sp_tiff_raw_rows_at,
 };
 
 /* TIFF tag ICCProfile (34675, TIFF/EP and Adobe's TIFF technical note): the profile's bytes. */

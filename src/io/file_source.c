@@ -36,7 +36,11 @@ static void file_close(void *ctx) {
     free(f);
 }
 
-static const sp_source_impl FILE_IMPL = {file_read_at, file_close, NULL, NULL};
+static int file_fd(void *ctx) {
+    return ((file_ctx *)ctx)->fd;
+}
+
+static const sp_source_impl FILE_IMPL = {file_read_at, file_close, NULL, NULL, file_fd};
 
 sp_status sp_source_open_file(const char *path, sp_source **out, sp_err *err) {
     *out = NULL;

@@ -488,7 +488,7 @@ static void *http_take_whole(void *ctx, size_t *len) {
 }
 
 static const sp_source_impl HTTP_IMPL = {sp_http_read_at, http_close, sp_http_prefetch,
-                                         http_take_whole};
+                                         http_take_whole, NULL};
 
 int sp_http_parallel(void) {
     const char *v = getenv("SLIDEPIPE_HTTP_PARALLEL");

@@ -25,7 +25,7 @@ static sp_status mem_read_at(void *ctx, uint64_t offset, void *buf, size_t len, 
 
 static void mem_close(void *ctx) { free(ctx); }
 
-static const sp_source_impl MEM_IMPL = {mem_read_at, mem_close, NULL, NULL};
+static const sp_source_impl MEM_IMPL = {mem_read_at, mem_close, NULL, NULL, NULL};
 
 sp_status sp_source_open_memory(const void *data, size_t len, const char *name, sp_source **out,
                                 sp_err *err) {

@@ -68,6 +68,10 @@ void *sp_source_take_whole(sp_source *src, size_t *len) {
     return src->impl.take_whole != NULL ? src->impl.take_whole(src->ctx, len) : NULL;
 }
 
+int sp_source_local_fd(const sp_source *src) {
+    return src->impl.local_fd != NULL ? src->impl.local_fd(src->ctx) : -1;
+}
+
 uint64_t sp_source_size(const sp_source *src) { return src->size; }
 
 const char *sp_source_name(const sp_source *src) { return src->name; }

@@ -34,6 +34,10 @@ typedef struct sp_source_impl {
     /* Optional: hand over the whole object's bytes when the source holds all of them in memory
      * (malloc'd, the caller's; *len), or NULL. Called only before any read. */
     void *(*take_whole)(void *ctx, size_t *len);
+    /* Optional: the descriptor of the local file the bytes are read from (a byte's offset in
+     * the source is its offset in the file), for readers that read the file themselves (the
+     * GPU's cuFile); NULL, or -1, for anything else. */
+    int (*local_fd)(void *ctx);
 } sp_source_impl;
 
 /* Wrap an implementation; `name` (copied) is used in messages. Takes ownership of ctx. */
@@ -61,6 +65,10 @@ void sp_source_prefetch(sp_source *src, const sp_byte_range *ranges, size_t n);
  * request), so that they need not be copied; NULL otherwise. Only on a source not read yet; it
  * reads as before afterwards, just without that copy. */
 void *sp_source_take_whole(sp_source *src, size_t *len);
+
+/* The open descriptor of the local file whose bytes the source reads, at the same offsets (still
+ * the source's: not to be closed), or -1 when the source is not such a file. */
+int sp_source_local_fd(const sp_source *src);
 
 uint64_t sp_source_size(const sp_source *src);
 const char *sp_source_name(const sp_source *src);

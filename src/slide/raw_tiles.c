@@ -1,7 +1,7 @@
 /* raw_tiles.c — a level's tiles as stored, for backends that decode them themselves (the GPU's
- * nvJPEG and direct copy): the slide layer's door to the format's raw-tile operations, so that
- * such a backend never reads a container's internals. It checks the level and the kind the call
- * needs; the format checks the tile grid. */
+ * nvJPEG, direct copy and cuFile): the slide layer's door to the format's raw-tile operations, so
+ * that such a backend never reads a container's internals. It checks the level and the kind the
+ * call needs; the format checks the tile grid. */
 #include "slide/icc.h"
 #include "slide/slide.h"
 
@@ -39,4 +39,17 @@ sp_status sp_slide_read_raw_rows(sp_slide *s, int32_t level, int64_t col, int64_
                                  int64_t y0, int64_t y1, uint8_t *dst, sp_err *err) {
     sp_status st = check_kind(s, level, SP_RAW_RGB8, err);
     return st != SP_OK ? st : s->ops->read_raw_rows(s, &s->levels[level], col, row, y0, y1, dst, err);
+}
+
+sp_status sp_slide_raw_rows_at(sp_slide *s, int32_t level, int64_t col, int64_t row, int64_t y0,
+                               int64_t y1, int *fd, uint64_t *offset, sp_err *err) {
+    *fd = -1;
+    *offset = 0;
+    sp_status st = check_kind(s, level, SP_RAW_RGB8, err);
+    if (st == SP_OK && s->ops->raw_rows_at == NULL) {
+        return sp_err_set(err, SP_E_UNSUPPORTED, "the format cannot say where its rows lie");
+    }
+    return st != SP_OK
+               ? st
+               : s->ops->raw_rows_at(s, &s->levels[level], col, row, y0, y1, fd, offset, err);
 }

@@ -32,12 +32,17 @@ sp_status sp_slide_read_level_area(sp_slide *slide, sp_pixel_format format, void
  * stored raw (false for no level, a format without the operations, or tiles of no raw kind);
  * tile (col, row) of an SP_RAW_JPEG level as one complete stream (malloc'd, *stream NULL for a
  * missing tile); rows [y0, y1) of tile (col, row) of an SP_RAW_RGB8 level as stored, into dst.
- * A call that does not fit the level's kind or grid is SP_E_INVALID_ARG. Thread-safe. */
+ * sp_slide_raw_rows_at gives where those rows lie in the local file they are read from (its
+ * open descriptor, the slide's, and the first byte; SP_E_UNSUPPORTED for a remote or in-memory
+ * slide or a format that cannot say). A call that does not fit the level's kind or grid is
+ * SP_E_INVALID_ARG. Thread-safe. */
 bool sp_slide_raw_level(sp_slide *slide, int32_t level, sp_raw_level *out);
 sp_status sp_slide_read_raw_tile(sp_slide *slide, int32_t level, int64_t col, int64_t row,
                                  uint8_t **stream, size_t *len, sp_err *err);
 sp_status sp_slide_read_raw_rows(sp_slide *slide, int32_t level, int64_t col, int64_t row,
                                  int64_t y0, int64_t y1, uint8_t *dst, sp_err *err);
+sp_status sp_slide_raw_rows_at(sp_slide *slide, int32_t level, int64_t col, int64_t row, int64_t y0,
+                               int64_t y1, int *fd, uint64_t *offset, sp_err *err);
 
 /* Where a streaming read hands its output rows: row j (w pixels of the read's format, valid
  * only during the call), in order from j = 0. */

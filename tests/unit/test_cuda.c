@@ -15,6 +15,8 @@
 #include "base/level_coords.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_testing.h"
+#include "io/direct_file.h"
+#include "slide/slide.h"
 #include "slidepipe.h"
 #include "tiff/tiff.h"
 #include "tiff/tiff_write.h"
@@ -243,10 +245,65 @@ static void test_direct_reads(void) {
         CHECK_EQ_INT(sp_cuda_get_decode_stats(&before), SP_OK);
         CHECK_EQ_INT(before.direct_regions, after.direct_regions);
         CHECK_EQ_INT(before.cpu_regions - after.cpu_regions, 2);
+        /* cuFile asked for: the same bytes, into device buffers where it can register the file */
+        setenv("SLIDEPIPE_CUFILE", "1", 1);
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 0, 0, 200, 100, 50);
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 100, 60, 900, 150, 50);
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 700, 500, 500, 400, 50);
+        compare_region(ctx, slide, SP_PIXEL_RGB8, 0, 200, 200, 200, 200, 50); /* missing tile */
+        unsetenv("SLIDEPIPE_CUFILE");
+        CHECK_EQ_INT(sp_cuda_get_decode_stats(&after), SP_OK);
+        CHECK_EQ_INT(after.direct_regions - before.direct_regions, 3);
+        char why[300];
+        int driver = sp_cuda_cufile_state(why, sizeof why);
+        printf("note: cuFile: %s; %llu of 3 regions read with it\n", why,
+               (unsigned long long)(after.cufile_regions - before.cufile_regions));
+        if (!driver) {
+            CHECK_EQ_INT(after.cufile_regions, before.cufile_regions);
+        }
     }
     sp_slide_close(slide);
     sp_cuda_context_destroy(ctx);
     remove(path);
+}
+
+/* Where cuFile reads a tile's rows (sp_slide_raw_rows_at: the slide's descriptor and an offset)
+ * holds the bytes the pinned path reads (sp_slide_read_raw_rows); a missing tile and rows outside
+ * the tile are refused as there. Needs no GPU. */
+static void test_rows_in_file(sp_slide *slide) {
+    static const int64_t PARTS[][4] = {
+        {0, 0, 0, 256}, {3, 2, 10, 11}, {2, 0, 255, 256}, {0, 2, 17, 200}};
+    uint8_t *want = malloc(256 * 256 * 3), *got = malloc(256 * 256 * 3);
+    CHECK(want != NULL && got != NULL);
+    for (size_t i = 0; want != NULL && got != NULL && i < sizeof PARTS / sizeof PARTS[0]; i++) {
+        const int64_t *p = PARTS[i];
+        size_t len = (size_t)(p[3] - p[2]) * 256 * 3;
+        sp_err err = {0};
+        int fd = -1;
+        uint64_t offset = 0;
+        CHECK_EQ_INT(sp_slide_read_raw_rows(slide, 0, p[0], p[1], p[2], p[3], want, &err), SP_OK);
+        CHECK_EQ_INT(sp_slide_raw_rows_at(slide, 0, p[0], p[1], p[2], p[3], &fd, &offset, &err),
+                     SP_OK);
+        CHECK(fd >= 0 && pread(fd, got, len, (off_t)offset) == (ssize_t)len);
+        CHECK(memcmp(want, got, len) == 0);
+    }
+    sp_err err = {0};
+    int fd = -1;
+    uint64_t offset = 0;
+    CHECK_EQ_INT(sp_slide_raw_rows_at(slide, 0, 1, 1, 0, 1, &fd, &offset, &err), SP_E_NOT_FOUND);
+    CHECK_EQ_INT(sp_slide_raw_rows_at(slide, 0, 4, 0, 0, 1, &fd, &offset, &err), SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_slide_raw_rows_at(slide, 0, 0, 0, 5, 257, &fd, &offset, &err),
+                 SP_E_INVALID_ARG);
+    CHECK_EQ_INT(sp_slide_raw_rows_at(slide, 1, 0, 0, 0, 1, &fd, &offset, &err), SP_E_INVALID_ARG);
+    /* the file opened again for cuFile is the slide's */
+    CHECK_EQ_INT(sp_slide_raw_rows_at(slide, 0, 0, 0, 0, 1, &fd, &offset, &err), SP_OK);
+    int again = sp_direct_file_open(fd);
+    sp_file_id a = {0}, b = {1, 1};
+    CHECK(again >= 0 && again != fd && sp_file_identity(fd, &a) && sp_file_identity(again, &b));
+    CHECK(a.device == b.device && a.inode == b.inode);
+    sp_direct_file_close(again);
+    free(want);
+    free(got);
 }
 
 /* The file above is a valid slide for the CPU reader (checked everywhere, GPU or not). */
@@ -264,6 +321,7 @@ static void test_raw_tiff_helper(void) {
         CHECK(strcmp(sp_slide_level_compression(slide, 0), "none") == 0);
         uint8_t px[3 * 4];
         CHECK_EQ_INT(sp_slide_read_region(slide, SP_PIXEL_RGB8, px, 12, 0, 300, 300, 4, 1), SP_OK);
+        test_rows_in_file(slide);
     }
     sp_slide_close(slide);
     remove(path);
