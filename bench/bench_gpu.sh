@@ -23,6 +23,8 @@
 #             histc) over the same files: times and statistics
 #           5 training batches into GPU memory (bench/gpu_train.py): Loader(device="cuda") vs
 #             cuCIM batched read_region(device="cuda") + Kornia, patches/s
+#           6 the Aperio JPEG 2000 test slide's level 0 into one GPU array, its tiles decoded by
+#             nvJPEG2000 vs by OpenJPEG on all cores and uploaded (SLIDEPIPE_NVJPEG2K=0)
 #   report  the table and $OUT/bench_gpu.json
 #   memcheck  compute-sanitizer memcheck over test_cuda and one `region` (JPEG, nvJPEG),
 #           `process` and `spectrum` with --device cuda; then the table again, to end the output
@@ -120,7 +122,8 @@ for base in site.getsitepackages() + [site.getusersitepackages()]:
 print(":".join(dirs))
 EOF
 )
-export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:${extra:+$extra:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# nvJPEG2000's wheel keeps its library in a folder of its own
+export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:/tmp/site/nvidia/nvjpeg2k/lib:${extra:+$extra:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
     /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
 if has setup; then
@@ -216,6 +219,12 @@ if has bench; then
     stepo "4 ours: spectrum (CPU)" 180 "$res/spec_cpu.json" $peers --repeat 2 timecmd -- \
         $sp spectrum "${corpus[@]}" --json "$res/spec_cpu_stats.json"
     stepo "4 peer: PyTorch" 240 "$res/spec_torch.json" $peers $R spectrum "${corpus[@]}"
+    # 6 (before 5: 5 is the longest)
+    j2k=$SP_TESTDATA/aperio/tcga-cr-7395-01a-01-ts1.svs
+    stepo "6 ours: J2K slide level 0 -> GPU (nvJPEG2000)" 120 "$res/j2k_ours.json" $gr "$j2k" \
+        whole --threads "$threads" $R
+    stepo "6 ours (SLIDEPIPE_NVJPEG2K=0): J2K slide level 0 -> GPU" 120 "$res/j2k_cpudecode.json" \
+        env SLIDEPIPE_NVJPEG2K=0 $gr "$j2k" whole --threads "$threads" $R
     # 5
     step "5 training batches into GPU memory (ours vs cuCIM + Kornia)" 240 env \
         PYTHONPATH="$pack/bin/python:$PYTHONPATH" $py -X faulthandler bench/gpu_train.py "$jpeg" --threads "$threads" --json "$out/gpu_train.json"

@@ -453,6 +453,14 @@ def cmd_report(args, be: Backend) -> dict:
         checks["jpeg path"] = (f"{jpeg_ours['nvjpeg_regions']} regions ({jpeg_ours['nvjpeg_tiles']}"
                                f" tiles) through nvJPEG, {jpeg_ours['cpu_regions']} on the CPU "
                                f"path; last reason: {jpeg_ours.get('last_fallback') or '-'}")
+    # 6. JPEG 2000 tiles into GPU memory
+    j2k = _load(d, "j2k_ours")
+    row("6 J2K slide level 0 -> GPU", j2k, _load(d, "j2k_cpudecode"),
+        "ours, OpenJPEG on all cores + upload", unit="gps")
+    if j2k and "nvjpeg2k_tiles" in j2k:
+        checks["j2k path"] = (f"{j2k['nvjpeg2k_regions']} stripes ({j2k['nvjpeg2k_tiles']} tiles)"
+                              f" through nvJPEG2000, {j2k['cpu_regions']} on the CPU path; last "
+                              f"reason: {j2k.get('last_fallback') or '-'}")
     # 3. read -> Sobel -> Zarr
     so, sc = _load(d, "sobel_ours"), _load(d, "sobel_cpu")
     # the CuPy peer's own median (its Python start, imports and warm-up left out), with the

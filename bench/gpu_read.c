@@ -325,9 +325,11 @@ int main(int argc, char **argv) {
         }
         sp_cuda_decode_stats ds = {.struct_size = sizeof ds};
         sp_cuda_get_decode_stats(&ds);
-        printf("], \"nvjpeg_regions\": %llu, \"nvjpeg_tiles\": %llu, \"direct_regions\": %llu, "
-               "\"cufile_regions\": %llu, \"cpu_regions\": %llu, \"last_fallback\": \"",
+        printf("], \"nvjpeg_regions\": %llu, \"nvjpeg_tiles\": %llu, \"nvjpeg2k_regions\": %llu, "
+               "\"nvjpeg2k_tiles\": %llu, \"direct_regions\": %llu, \"cufile_regions\": %llu, "
+               "\"cpu_regions\": %llu, \"last_fallback\": \"",
                (unsigned long long)ds.nvjpeg_regions, (unsigned long long)ds.nvjpeg_tiles,
+               (unsigned long long)ds.nvjpeg2k_regions, (unsigned long long)ds.nvjpeg2k_tiles,
                (unsigned long long)ds.direct_regions, (unsigned long long)ds.cufile_regions,
                (unsigned long long)ds.cpu_regions);
         for (const char *p = ds.last_fallback; *p; p++) { /* a JSON string: escape the few */

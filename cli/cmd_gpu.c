@@ -1,8 +1,8 @@
 /* cmd_gpu.c — `slidepipe gpu [--json]`: what the GPU backend can use on this machine: whether
  * the build has it, the CUDA devices (name, compute capability, memory), the device this process
  * would pick (SLIDEPIPE_CUDA_DEVICE or the MPI/Slurm local rank), and whether the run-time
- * libraries nvJPEG, cuFile and cuFFT were found. Always exits 0 when it could answer: having no GPU
- * is an answer, not an error. */
+ * libraries nvJPEG, cuFile, cuFFT and nvJPEG2000 were found. Always exits 0 when it could answer:
+ * having no GPU is an answer, not an error. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +19,11 @@ int cmd_gpu(int argc, char **argv) {
     }
     char why[300];
     int n = sp_cuda_device_count(why, sizeof why);
-    static const char *const LIB_NAMES[] = {"nvjpeg", "cufile", "cufft"};
-    char detail[3][1500];
-    int found[3];
-    for (int i = 0; i < 3; i++) {
+    static const char *const LIB_NAMES[] = {"nvjpeg", "cufile", "cufft", "nvjpeg2k"};
+    enum { LIBS = sizeof LIB_NAMES / sizeof LIB_NAMES[0] };
+    char detail[LIBS][1500];
+    int found[LIBS];
+    for (int i = 0; i < LIBS; i++) {
         found[i] = sp_cuda_library_found((sp_cuda_library)i, detail[i], sizeof detail[i]);
     }
     if (json) {
@@ -59,7 +60,7 @@ int cmd_gpu(int argc, char **argv) {
     if (json) {
         printf("], \"default_device\": %d, \"reason\": ", chosen);
         cli_json_string(stdout, n == 0 ? why : "");
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < LIBS; i++) {
             printf(", \"%s\": {\"found\": %s, \"detail\": ", LIB_NAMES[i],
                    found[i] ? "true" : "false");
             cli_json_string(stdout, detail[i]);
@@ -72,7 +73,8 @@ int cmd_gpu(int argc, char **argv) {
         if (n > 0) {
             printf("default device: %d\n", chosen);
         }
-        printf("nvJPEG: %s\ncuFile: %s\ncuFFT: %s\n", detail[0], detail[1], detail[2]);
+        printf("nvJPEG: %s\ncuFile: %s\ncuFFT: %s\nnvJPEG2000: %s\n", detail[0], detail[1],
+               detail[2], detail[3]);
         printf("JPEG tiles into GPU memory: %s\n", jpeg_path);
     }
     return CLI_OK;

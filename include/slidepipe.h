@@ -408,8 +408,8 @@ SP_API sp_status sp_process_to_zarr(sp_slide *slide, const char *op_spec, const 
  * Present in every build made where nvcc was found (SLIDEPIPE_CUDA=AUTO|ON|OFF); usable when a
  * CUDA driver and device are present at run time. Without either, every call below fails
  * cleanly (SP_E_UNSUPPORTED, with the reason) and the CPU path is unaffected. Device pointers
- * are plain CUDA device addresses (cudaMalloc or sp_cuda_alloc). nvJPEG and cuFile are never
- * linked: they are looked up at run time (dlopen) and used when found. */
+ * are plain CUDA device addresses (cudaMalloc or sp_cuda_alloc). nvJPEG, nvJPEG2000, cuFile and
+ * cuFFT are never linked: they are looked up at run time (dlopen) and used when found. */
 
 typedef struct sp_cuda_context sp_cuda_context;
 
@@ -427,9 +427,10 @@ SP_API int sp_cuda_device_numa_node(int device);
 
 /* The run-time GPU libraries slidepipe looks for. */
 typedef enum sp_cuda_library {
-    SP_CUDA_LIB_NVJPEG = 0, /* JPEG decoding on the GPU */
-    SP_CUDA_LIB_CUFILE = 1, /* GPUDirect Storage */
-    SP_CUDA_LIB_CUFFT = 2,  /* FFTs for the spectral statistics on the GPU */
+    SP_CUDA_LIB_NVJPEG = 0,   /* JPEG decoding on the GPU */
+    SP_CUDA_LIB_CUFILE = 1,   /* GPUDirect Storage */
+    SP_CUDA_LIB_CUFFT = 2,    /* FFTs for the spectral statistics on the GPU */
+    SP_CUDA_LIB_NVJPEG2K = 3, /* JPEG 2000 decoding on the GPU (nvJPEG2000) */
 } sp_cuda_library;
 
 /* Whether `library` was found and loaded (1) or not (0); `detail` receives its file and version,
@@ -516,6 +517,8 @@ typedef struct sp_cuda_decode_stats {
     char last_fallback[200]; /* why the last region read on the CPU path was ("" if none) */
     uint64_t cufile_regions; /* of direct_regions, those read from the file into device memory
                               * with cuFile (SLIDEPIPE_CUFILE=1, docs/gpu.md) */
+    uint64_t nvjpeg2k_regions; /* regions of JPEG 2000 tiles read through nvJPEG2000 */
+    uint64_t nvjpeg2k_tiles;   /* tiles nvJPEG2000 decoded for them */
 } sp_cuda_decode_stats;
 
 /* Fill *out (zeros and "" in a build without CUDA). SP_E_INVALID_ARG when out is NULL or its

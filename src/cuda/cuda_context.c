@@ -116,6 +116,7 @@ void sp_cuda_context_destroy(sp_cuda_context *ctx) {
     }
     sp_cuda_nvjpeg_destroy(ctx);
     sp_cuda_cufile_destroy(ctx);
+    sp_cuda_nvjpeg2k_destroy(ctx);
     if (ctx->stream != NULL) {
         cudaStreamDestroy(ctx->stream);
     }

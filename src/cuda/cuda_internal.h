@@ -21,6 +21,9 @@ typedef struct sp_nvjpeg sp_nvjpeg;
 /* A context's cuFile state (cuda_cufile.c), made on the first read that asks for cuFile. */
 typedef struct sp_cufile sp_cufile;
 
+/* A context's nvJPEG2000 decoder (cuda_nvjpeg2k.c), made on the first JPEG 2000 region read. */
+typedef struct sp_nvjpeg2k sp_nvjpeg2k;
+
 struct sp_cuda_context {
     int device;
     cudaStream_t stream;
@@ -30,6 +33,7 @@ struct sp_cuda_context {
     sp_nvjpeg *nvjpeg;       /* NULL until a region of JPEG tiles is read */
     int nvjpeg_no_hardware;  /* the hardware decoder failed once: use the default back end */
     sp_cufile *cufile;       /* NULL until a read asks for cuFile (SLIDEPIPE_CUFILE=1) */
+    sp_nvjpeg2k *nvjpeg2k;   /* NULL until a region of JPEG 2000 tiles is read */
     char message[256];
 };
 
@@ -65,6 +69,19 @@ size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_
 sp_status sp_cuda_raw_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
                            uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
                            int64_t w, int64_t h);
+
+/* Read a region of a level of JPEG 2000 tiles (SP_RAW_JPEG2000) into device memory with the tiles
+ * decoded by nvJPEG2000 (cuda_nvjpeg2k.c). Same contract as sp_cuda_nvjpeg_read; SP_E_UNSUPPORTED
+ * without a note for a level of another kind. */
+sp_status sp_cuda_nvjpeg2k_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
+                                uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
+                                int64_t w, int64_t h);
+
+/* Regions and tiles read through nvJPEG2000 in this process so far. */
+void sp_cuda_nvjpeg2k_counts(uint64_t *regions, uint64_t *tiles);
+
+/* Free the context's nvJPEG2000 decoder, if any (the context's device must be current). */
+void sp_cuda_nvjpeg2k_destroy(sp_cuda_context *ctx);
 
 /* Whether sp_cuda_nvjpeg_read_many decodes the tiles of this level (nvJPEG found and not turned
  * off, the level's tiles baseline JPEG of a size it takes); *raw is the level's raw layout. */

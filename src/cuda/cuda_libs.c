@@ -1,5 +1,6 @@
 /* cuda_libs.c — finding the GPU libraries that slidepipe uses but never links: nvJPEG (JPEG
- * decoding on the GPU), cuFile (GPUDirect Storage) and cuFFT (spectra). Each is looked for once
+ * decoding on the GPU), cuFile (GPUDirect Storage), cuFFT (spectra) and nvJPEG2000 (JPEG 2000
+ * decoding on the GPU). Each is looked for once
  * per process, in SLIDEPIPE_CUDA_LIBS (a folder, e.g. a pip wheel's nvidia/cu13/lib), then
  * wherever the dynamic loader looks, then in the CUDA toolkit's /usr/local/cuda/lib64, under the
  * sonames of the CUDA 13 and 12 releases. What was found (file,
@@ -36,16 +37,24 @@ static gpu_library LIBRARIES[] = {
                            "cufftPlanMany",
                            NULL,
                            ""},
+    [SP_CUDA_LIB_NVJPEG2K] = {"nvJPEG2000",
+                              {"libnvjpeg2k.so.0", "libnvjpeg2k.so", NULL, NULL},
+                              "nvjpeg2kCreateSimple",
+                              NULL,
+                              ""},
 };
 static pthread_once_t LOOKED = PTHREAD_ONCE_INIT;
 
-/* nvjpegGetProperty(MAJOR_VERSION = 0 / MINOR_VERSION = 1 / PATCH_LEVEL = 2, int *). */
+/* nvjpegGetProperty and nvjpeg2kGetProperty(MAJOR_VERSION = 0 / MINOR_VERSION = 1 /
+ * PATCH_LEVEL = 2, int *). */
 typedef int (*nvjpeg_get_property_fn)(int type, int *value);
 
 static void describe_version(gpu_library *lib, const char *file) {
     nvjpeg_get_property_fn get = NULL;
     if (lib == &LIBRARIES[SP_CUDA_LIB_NVJPEG]) {
         *(void **)&get = dlsym(lib->handle, "nvjpegGetProperty");
+    } else if (lib == &LIBRARIES[SP_CUDA_LIB_NVJPEG2K]) {
+        *(void **)&get = dlsym(lib->handle, "nvjpeg2kGetProperty");
     }
     int v[3] = {0, 0, 0};
     if (get != NULL && get(0, &v[0]) == 0 && get(1, &v[1]) == 0 && get(2, &v[2]) == 0) {

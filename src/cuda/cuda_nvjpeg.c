@@ -151,6 +151,7 @@ sp_status sp_cuda_get_decode_stats(sp_cuda_decode_stats *out) {
     out->direct_regions = atomic_load(&DIRECT_REGIONS);
     out->cpu_regions = atomic_load(&CPU_REGIONS);
     out->cufile_regions = atomic_load(&CUFILE_REGIONS);
+    sp_cuda_nvjpeg2k_counts(&out->nvjpeg2k_regions, &out->nvjpeg2k_tiles);
     pthread_mutex_lock(&WHY_LOCK);
     snprintf(out->last_fallback, sizeof out->last_fallback, "%s", LAST_FALLBACK);
     pthread_mutex_unlock(&WHY_LOCK);
@@ -450,13 +451,13 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     }
     sp_raw_level raw;
     bool known = sp_slide_raw_level(slide, level, &raw);
-    if (known && raw.kind == SP_RAW_RGB8) {
-        return SP_E_UNSUPPORTED; /* the direct path's level: it noted why it declined */
+    if (known && (raw.kind == SP_RAW_RGB8 || raw.kind == SP_RAW_JPEG2000)) {
+        return SP_E_UNSUPPORTED; /* the direct or nvJPEG2000 path's: it noted why it declined */
     }
     if (!known || raw.kind != SP_RAW_JPEG) {
-        return sp_cuda_note_fallback("level %d's tiles are neither baseline RGB/YCbCr JPEG nor "
-                                     "uncompressed RGB as the format stores them: decoded on the "
-                                     "CPU",
+        return sp_cuda_note_fallback("level %d's tiles are neither baseline RGB/YCbCr JPEG, "
+                                     "JPEG 2000 nor uncompressed RGB as the format stores them: "
+                                     "decoded on the CPU",
                                      (int)level);
     }
     if (sp_slide_error(slide) != NULL) {

@@ -1,12 +1,13 @@
 /* cuda_read.c — region reads into device memory. Regions of uncompressed RGB tiles are copied
  * straight from pinned reads (cuda_raw_tiles.c), regions of JPEG tiles go to nvJPEG
- * (cuda_nvjpeg.c); everything else, and whatever those paths decline, takes the CPU decode path
- * here: the region is split into bands of rows that fit a pinned staging buffer; band i is
- * decoded by sp_slide_read_region into staging[i % 2] and uploaded with an asynchronous 2-D copy,
- * so the CPU decodes band i+1 while the copy engine moves band i. An event per buffer keeps a
- * buffer from being refilled before its upload has finished. On any failure the destination
- * area is zeroed on the device. sp_cuda_read_regions takes many regions at once: those at one
- * level of JPEG tiles go to nvJPEG together (cuda_nvjpeg.c), the rest one by one as above. */
+ * (cuda_nvjpeg.c), of JPEG 2000 tiles to nvJPEG2000 (cuda_nvjpeg2k.c); everything else, and
+ * whatever those paths decline, takes the CPU decode path here: the region is split into bands of
+ * rows that fit a pinned staging buffer; band i is decoded by sp_slide_read_region into staging[i %
+ * 2] and uploaded with an asynchronous 2-D copy, so the CPU decodes band i+1 while the copy engine
+ * moves band i. An event per buffer keeps a buffer from being refilled before its upload has
+ * finished. On any failure the destination area is zeroed on the device. sp_cuda_read_regions takes
+ * many regions at once: those at one level of JPEG tiles go to nvJPEG together (cuda_nvjpeg.c), the
+ * rest one by one as above. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,9 +50,12 @@ sp_status sp_cuda_read_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
         return sp_cuda_fail(ctx, e, "cannot select the CUDA device");
     }
     ctx->message[0] = '\0';
-    /* uncompressed RGB tiles copied straight from pinned reads; JPEG tiles decoded on the GPU
-     * when nvJPEG can; any other case, or any failure there, reads the region on the CPU path */
+    /* uncompressed RGB tiles copied straight from pinned reads; JPEG and JPEG 2000 tiles
+     * decoded on the GPU when nvJPEG or nvJPEG2000 can; any other case, or any failure there,
+     * reads the region on the CPU path */
     if (sp_cuda_raw_read(ctx, slide, format, dst_device, stride, level, x, y, width, height) ==
+            SP_OK ||
+        sp_cuda_nvjpeg2k_read(ctx, slide, format, dst_device, stride, level, x, y, width, height) ==
             SP_OK ||
         sp_cuda_nvjpeg_read(ctx, slide, format, dst_device, stride, level, x, y, width, height) ==
             SP_OK) {

@@ -43,11 +43,13 @@ typedef enum sp_raw_kind {
     SP_RAW_NONE = 0, /* only read_tile decodes them */
     SP_RAW_JPEG,     /* 8-bit, 3-component interleaved JPEG, one stream per tile */
     SP_RAW_RGB8,     /* uncompressed interleaved 8-bit RGB, stored rows = pixel rows */
+    SP_RAW_JPEG2000, /* 8-bit, 3-component JPEG 2000, one codestream or JP2 file per tile */
 } sp_raw_kind;
 
 typedef struct sp_raw_level {
     sp_raw_kind kind;
-    bool ycbcr; /* JPEG: the components are Y, Cb, Cr; else R, G, B (no colour conversion) */
+    bool ycbcr; /* JPEG, JPEG 2000: the components are Y, Cb, Cr; else R, G, B (no colour
+                 * conversion; a JPEG 2000 multiple-component transform is the decoder's) */
     int64_t tile_width, tile_height; /* the stored tiles' size */
 } sp_raw_level;
 
@@ -82,7 +84,8 @@ typedef struct sp_slide_ops {
     /* Optional (NULL: the level's tiles are SP_RAW_NONE), for backends that decode stored tiles
      * themselves (the GPU's nvJPEG and direct copy; slide/raw_tiles.c checks the arguments):
      * raw_level describes the level's stored tiles; read_raw_tile gives tile (col, row) of an
-     * SP_RAW_JPEG level as one complete stream (malloc'd; NULL and 0 for a missing tile);
+     * SP_RAW_JPEG or SP_RAW_JPEG2000 level as one complete stream (malloc'd; NULL and 0 for a
+     * missing tile);
      * read_raw_rows copies rows [y0, y1) of tile (col, row) of an SP_RAW_RGB8 level, as stored,
      * into dst (tile_width x 3 bytes a row; SP_E_NOT_FOUND for a missing or short tile);
      * raw_rows_at says where those rows lie instead, for a reader of the file itself (the

@@ -5,7 +5,8 @@
  * the JPEGTables tag (itself SOI, tables, EOI). A decoder that sees one stream at a time needs
  * them together: SOI + the tables' body (between their SOI and EOI) + the tile after its SOI.
  * Tables in the tile itself, if any, come later and take precedence, as in libjpeg.
- * An uncompressed tile's stored rows are its pixel rows: they are read as they are. */
+ * A JPEG 2000 tile is complete as stored. An uncompressed tile's stored rows are its pixel rows:
+ * they are read as they are. */
 #include "formats/tiff_raw_tiles.h"
 
 #include <stdlib.h>
@@ -26,6 +27,18 @@ bool sp_tiff_raw_level(sp_slide *s, const sp_level *l, sp_raw_level *out) {
         (d->photometric == SP_PHOTOMETRIC_RGB || d->photometric == SP_PHOTOMETRIC_YCBCR)) {
         out->kind = SP_RAW_JPEG;
         out->ycbcr = d->photometric == SP_PHOTOMETRIC_YCBCR;
+        return true;
+    }
+    /* Colour as the CPU decoder takes it (tiff_decode.c): Aperio's codes name it, otherwise
+     * Photometric does. */
+    bool aperio = d->compression == SP_COMPRESSION_APERIO_J2K_YCBCR ||
+                  d->compression == SP_COMPRESSION_APERIO_J2K_RGB;
+    if (aperio ||
+        (d->compression == SP_COMPRESSION_J2K &&
+         (d->photometric == SP_PHOTOMETRIC_RGB || d->photometric == SP_PHOTOMETRIC_YCBCR))) {
+        out->kind = SP_RAW_JPEG2000;
+        out->ycbcr = aperio ? d->compression == SP_COMPRESSION_APERIO_J2K_YCBCR
+                            : d->photometric == SP_PHOTOMETRIC_YCBCR;
         return true;
     }
     if (d->compression == SP_COMPRESSION_NONE && d->photometric == SP_PHOTOMETRIC_RGB &&
@@ -53,6 +66,11 @@ sp_status sp_tiff_read_raw_tile(sp_slide *s, const sp_level *l, int64_t col, int
                                       &tile, &n, err);
     if (st != SP_OK || tile == NULL) {
         return st;
+    }
+    if (d->compression != SP_COMPRESSION_JPEG) {
+        *stream = tile; /* JPEG 2000: a codestream or JP2 file, complete as stored */
+        *len = (size_t)n;
+        return SP_OK;
     }
     if (n < 4 || tile[0] != 0xFF || tile[1] != 0xD8) {
         free(tile);

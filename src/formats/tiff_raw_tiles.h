@@ -8,13 +8,16 @@
 #include "formats/slide_struct.h"
 
 /* SP_RAW_JPEG for a tiled, 8-bit, 3-sample, interleaved JPEG level (Compression 7) whose
- * Photometric names the components (RGB or YCbCr); SP_RAW_RGB8 for tiled, uncompressed, 8-bit
- * chunky RGB without predictor or extra samples; false otherwise. */
+ * Photometric names the components (RGB or YCbCr); SP_RAW_JPEG2000 for such a level of JPEG 2000
+ * tiles (Aperio's 33003, YCbCr, and 33005, RGB; 34712 with Photometric RGB or YCbCr);
+ * SP_RAW_RGB8 for tiled, uncompressed, 8-bit chunky RGB without predictor or extra samples;
+ * false otherwise. */
 bool sp_tiff_raw_level(sp_slide *slide, const sp_level *level, sp_raw_level *out);
 
 /* The complete JPEG stream of tile (col, row): the tile's bytes, with the level's JPEGTables
  * (an abbreviated tables-only stream) inserted after the tile's start-of-image marker when the
- * level has them. SP_E_CORRUPT when the tile or the tables are not JPEG streams. */
+ * level has them. SP_E_CORRUPT when the tile or the tables are not JPEG streams. A JPEG 2000
+ * tile's bytes as stored (not checked: the decoder parses them). */
 sp_status sp_tiff_read_raw_tile(sp_slide *slide, const sp_level *level, int64_t col, int64_t row,
                                 uint8_t **stream, size_t *len, sp_err *err);
 

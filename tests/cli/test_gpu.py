@@ -25,8 +25,8 @@ def gpu_report(sp_bin, env=None) -> dict:
 
 def test_gpu_report_shape(slidepipe_bin):
     report = gpu_report(slidepipe_bin)
-    assert set(report) >= {"devices", "default_device", "reason", "nvjpeg", "cufile",
-                           "jpeg_decode"}
+    assert set(report) >= {"devices", "default_device", "reason", "nvjpeg", "cufile", "cufft",
+                           "nvjpeg2k", "jpeg_decode"}
     if report["devices"]:
         assert 0 <= report["default_device"] < len(report["devices"])
         for d in report["devices"]:
@@ -39,7 +39,7 @@ def test_gpu_report_shape(slidepipe_bin):
 def test_gpu_libraries_not_found_are_reported(slidepipe_bin, tmp_path):
     env = dict(os.environ, SLIDEPIPE_CUDA_LIBS=str(tmp_path), LD_LIBRARY_PATH=str(tmp_path))
     report = gpu_report(slidepipe_bin, env)
-    for lib in ("nvjpeg", "cufile"):
+    for lib in ("nvjpeg", "cufile", "nvjpeg2k"):
         if report[lib]["found"]:
             # Installed system-wide on this machine: then it must say where it came from.
             assert "/" in report[lib]["detail"] or ".so" in report[lib]["detail"]
