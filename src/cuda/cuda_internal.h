@@ -44,6 +44,11 @@ sp_status sp_cuda_staging(sp_cuda_context *ctx);
 /* A function of a run-time GPU library (sp_cuda_library_found must have found it), or NULL. */
 void *sp_cuda_library_symbol(sp_cuda_library library, const char *name);
 
+/* The functions names[0..n) of a run-time GPU library into slots[0..n); false, with why it could
+ * not (the library not found, or the first name it lacks) in `why`, when any is missing. */
+bool sp_cuda_library_symbols(sp_cuda_library library, const char *const *names, size_t n,
+                             void **slots, char *why, size_t why_len);
+
 /* Record "what: CUDA's reason" on the context and return SP_E_IO (or SP_E_NOMEM for
  * allocation failures). */
 sp_status sp_cuda_fail(sp_cuda_context *ctx, cudaError_t e, const char *what);

@@ -7,6 +7,7 @@
  * version) or why not is kept for `slidepipe gpu` and for the paths that use them. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,4 +125,21 @@ void *sp_cuda_library_symbol(sp_cuda_library library, const char *name) {
         return NULL;
     }
     return dlsym(LIBRARIES[library].handle, name);
+}
+
+bool sp_cuda_library_symbols(sp_cuda_library library, const char *const *names, size_t n,
+                             void **slots, char *why, size_t why_len) {
+    char detail[300];
+    if (!sp_cuda_library_found(library, detail, sizeof detail)) {
+        snprintf(why, why_len, "%.190s", detail);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        slots[i] = sp_cuda_library_symbol(library, names[i]);
+        if (slots[i] == NULL) {
+            snprintf(why, why_len, "%s lacks %s", LIBRARIES[library].label, names[i]);
+            return false;
+        }
+    }
+    return true;
 }

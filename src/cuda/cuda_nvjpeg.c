@@ -106,17 +106,9 @@ static void load_api(void) {
     };
     void *slots[sizeof NAMES / sizeof NAMES[0]];
     _Static_assert(sizeof slots == sizeof API, "one symbol per member of nvjpeg_api");
-    char detail[300];
-    if (!sp_cuda_library_found(SP_CUDA_LIB_NVJPEG, detail, sizeof detail)) {
-        snprintf(API_WHY, sizeof API_WHY, "%.190s", detail);
+    if (!sp_cuda_library_symbols(SP_CUDA_LIB_NVJPEG, NAMES, sizeof NAMES / sizeof NAMES[0], slots,
+                                 API_WHY, sizeof API_WHY)) {
         return;
-    }
-    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) {
-        slots[i] = sp_cuda_library_symbol(SP_CUDA_LIB_NVJPEG, NAMES[i]);
-        if (slots[i] == NULL) {
-            snprintf(API_WHY, sizeof API_WHY, "nvJPEG lacks %s", NAMES[i]);
-            return;
-        }
     }
     memcpy(&API, slots, sizeof API); /* function pointers, in the order of NAMES */
     API_OK = 1;

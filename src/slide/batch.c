@@ -9,6 +9,8 @@
  * read one after another and find them in the tile cache or the thread's decoded chunk. Threads
  * take that order in runs, long ones first (take_run), so that two threads rarely read
  * neighbours at the same moment and decode their shared tiles twice.
+ * Regions of formats that decode blocks of their own (Zarr chunks) are read block by block
+ * first (batch_blocks.c); this file reads the others.
  * Where a slide's data is remote, up to GROUP consecutive regions of it at one level go to one
  * thread together, and their tiles are announced before they are read, together and AHEAD
  * groups in advance: their requests go out at once (the source does not wait for them), so a
@@ -108,6 +110,10 @@ static uint64_t spread(uint32_t x) {
     return v;
 }
 
+uint64_t sp_z_order(uint32_t x, uint32_t y) {
+    return spread(x) | spread(y) << 1;
+}
+
 typedef struct place {
     uintptr_t slide;
     int32_t level;
@@ -125,7 +131,7 @@ static place place_of(const sp_region_request *r, size_t i) {
         double ty = r->y / ds / (double)(l->tile_height > 0 ? l->tile_height : 1);
         uint32_t cx = tx > 0 && tx < 4e9 ? (uint32_t)tx : 0;
         uint32_t cy = ty > 0 && ty < 4e9 ? (uint32_t)ty : 0;
-        p.z = spread(cx) | spread(cy) << 1;
+        p.z = sp_z_order(cx, cy);
     }
     return p;
 }
@@ -144,17 +150,21 @@ static int by_place(const void *pa, const void *pb) {
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-/* The regions' reading order into order[0..n); false when out of memory. */
-static bool reading_order(const sp_region_request *reqs, size_t n, size_t *order) {
+/* The reading order of the regions not done yet into order[0..*m); false when out of memory. */
+static bool reading_order(const sp_region_request *reqs, size_t n, const bool *done, size_t *order,
+                          size_t *m) {
     place *places = malloc((n ? n : 1) * sizeof *places);
     if (places == NULL) {
         return false;
     }
+    *m = 0;
     for (size_t i = 0; i < n; i++) {
-        places[i] = place_of(&reqs[i], i);
+        if (!done[i]) {
+            places[(*m)++] = place_of(&reqs[i], i);
+        }
     }
-    qsort(places, n, sizeof *places, by_place);
-    for (size_t i = 0; i < n; i++) {
+    qsort(places, *m, sizeof *places, by_place);
+    for (size_t i = 0; i < *m; i++) {
         order[i] = places[i].i;
     }
     free(places);
@@ -177,6 +187,7 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
     }
     sp_status local[64];
     size_t local_starts[65], local_order[64];
+    bool local_done[64] = {false};
     batch b = {.reqs = reqs, .statuses = statuses, .starts = local_starts, .order = local_order};
     /* The verdict is the first failure in request order, so statuses are needed even when the
      * caller does not want them: on the stack when few, else on the heap. */
@@ -185,26 +196,33 @@ sp_status sp_read_regions(const sp_region_request *reqs, size_t n, int threads,
         owned = n <= 64 ? local : malloc(n * sizeof *owned);
         b.statuses = owned;
     }
+    bool *done = local_done;
     if (n > 64) {
         b.starts = malloc((n + 1) * sizeof *b.starts);
         b.order = malloc(n * sizeof *b.order);
+        done = calloc(n, sizeof *done);
     }
     sp_status first = SP_E_NOMEM;
-    if (b.statuses == NULL || b.starts == NULL || b.order == NULL ||
-        !reading_order(reqs, n, b.order)) {
+    size_t t = threads > 0 ? (size_t)threads : (size_t)sp_pool_cores();
+    size_t m = 0;
+    if (b.statuses == NULL || b.starts == NULL || b.order == NULL || done == NULL) {
+        goto done;
+    }
+    /* Regions in blocks of a format's own (Zarr chunks) block by block; the rest by region. */
+    sp_read_regions_by_block(reqs, n, t, b.statuses, done);
+    if (!reading_order(reqs, n, done, b.order, &m)) {
         goto done;
     }
     /* Groups no larger than leaves every thread a group. */
-    size_t t = threads > 0 ? (size_t)threads : (size_t)sp_pool_cores();
-    size_t most = n / t < 1 ? 1 : n / t > GROUP ? GROUP : n / t;
+    size_t most = m / t < 1 ? 1 : m / t > GROUP ? GROUP : m / t;
     size_t groups = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < m; i++) {
         if (groups == 0 || !joins(reqs, b.order, b.starts[groups - 1], i, most)) {
             b.starts[groups++] = i;
         }
-        b.remote |= reqs[i].slide != NULL && reqs[i].slide->prefetch;
+        b.remote |= reqs[b.order[i]].slide != NULL && reqs[b.order[i]].slide->prefetch;
     }
-    b.starts[groups] = n;
+    b.starts[groups] = m;
     b.groups = groups;
     b.threads = t < groups ? t : groups;
     atomic_init(&b.next, 0);
@@ -225,6 +243,9 @@ done:
     }
     if (b.order != local_order) {
         free(b.order);
+    }
+    if (done != local_done) {
+        free(done);
     }
     return first;
 }

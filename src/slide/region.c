@@ -156,11 +156,8 @@ static sp_status decode_whole(const paint_job *j, int64_t col, int64_t row, sp_c
                                      SP_PIXEL_RGBA8, px, j->tile_w * 4, transparent, err);
 }
 
-/* Where the format decodes tile (col, row) of `level` seen at 1/scale as part of a block of its
- * own (sp_slide_ops.block_of) that it can paint `fmt` from: the block's cache key and decoded
- * size. */
-static bool block_key(const sp_slide *s, int32_t level, unsigned scale, int64_t col, int64_t row,
-                      sp_pixel_format fmt, sp_tile_key *key, uint64_t *bytes) {
+bool sp_slide_block_key(const sp_slide *s, int32_t level, unsigned scale, int64_t col, int64_t row,
+                        sp_pixel_format fmt, sp_tile_key *key, uint64_t *bytes) {
     sp_tile_pos block;
     if (scale != 1 || s->ops->block_of == NULL ||
         !s->ops->block_of(s, &s->levels[level], col, row, fmt, &block, bytes)) {
@@ -182,9 +179,10 @@ static int64_t uncached_tiles(const sp_slide *s, int32_t level, unsigned scale, 
         sp_tile_key key = {s->cache_id, level, scale, p.col, p.row}, block;
         uint64_t bytes;
         bool held =
-            caching && (sp_tile_cache_holds(&key) ||
-                        (block_key(s, level, scale, p.col, p.row, SP_PIXEL_RGBA8, &block, &bytes) &&
-                         sp_tile_cache_holds(&block)));
+            caching &&
+            (sp_tile_cache_holds(&key) ||
+             (sp_slide_block_key(s, level, scale, p.col, p.row, SP_PIXEL_RGBA8, &block, &bytes) &&
+              sp_tile_cache_holds(&block)));
         if (!held) {
             tiles[(*n)++] = p;
         }
@@ -286,7 +284,7 @@ static sp_status paint(const paint_job *j, sp_err *err) {
             sp_tile_key key = {s->cache_id, j->level, j->scale, col, row}, block;
             uint64_t block_bytes;
             if (caching &&
-                block_key(s, j->level, j->scale, col, row, j->fmt, &block, &block_bytes) &&
+                sp_slide_block_key(s, j->level, j->scale, col, row, j->fmt, &block, &block_bytes) &&
                 sp_tile_cache_admits_bytes(block_bytes) &&
                 block_bytes <= (uint64_t)s->limits.value[SP_LIMIT_MAX_ALLOC]) {
                 st = paint_from_block(j, &block, block_bytes, cx0, cy0, cx1, cy1, err);
@@ -388,9 +386,7 @@ sp_status sp_slide_read_level_area(sp_slide *s, sp_pixel_format fmt, void *dst, 
     return st;
 }
 
-/* The level coordinates (*lx, *ly) of level-0 point (x, y) on level l; false for a far-off
- * point, whose coordinates would not fit (*lx and *ly are then 0). */
-static bool level_origin(const sp_level *l, int64_t x, int64_t y, int64_t *lx, int64_t *ly) {
+bool sp_level_origin(const sp_level *l, int64_t x, int64_t y, int64_t *lx, int64_t *ly) {
     double lxd = floor((double)x / l->downsample), lyd = floor((double)y / l->downsample);
     bool near = fabs(lxd) < 9e15 && fabs(lyd) < 9e15;
     *lx = near ? (int64_t)lxd : 0;
@@ -406,7 +402,7 @@ sp_status sp_slide_read_region(sp_slide *s, sp_pixel_format fmt, void *dst, int6
     if (level >= 0 && level < s->n_levels) {
         /* Level coordinates of the request's origin; far-off origins are refused. */
         int64_t lx, ly;
-        if (!level_origin(&s->levels[level], x, y, &lx, &ly) && w > 0 && h > 0) {
+        if (!sp_level_origin(&s->levels[level], x, y, &lx, &ly) && w > 0 && h > 0) {
             uint8_t empty[4] = {0, 0, 0, 0};
             if (fmt == SP_PIXEL_RGB8) {
                 memcpy(empty, s->background, 3);
@@ -432,7 +428,7 @@ void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_
         const sp_region_request *r = &reqs[i];
         int64_t lx, ly;
         if (r->slide != s || r->level != level || r->width <= 0 || r->height <= 0 ||
-            !level_origin(l, r->x, r->y, &lx, &ly)) {
+            !sp_level_origin(l, r->x, r->y, &lx, &ly)) {
             continue;
         }
         /* The part of the region inside the level, in tiles. */

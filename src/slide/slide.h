@@ -6,6 +6,7 @@
 #define SP_SLIDE_SLIDE_H
 
 #include "formats/slide_struct.h"
+#include "slide/tile_cache.h"
 
 /* Open a slide over an already opened byte source (taken over, closed on failure too), or over
  * the directory `name` when src is NULL; `name` labels messages. sp_slide_open_with is this over
@@ -60,6 +61,28 @@ sp_status sp_slide_read_scaled_rows(sp_slide *slide, sp_pixel_format format, dou
  * them at once (batched reads, batch.c); returns without waiting for them. Advice only; nothing
  * when the slide's data is local (or s is NULL). */
 void sp_slide_prefetch_regions(sp_slide *s, const sp_region_request *reqs, size_t n);
+
+/* Where the format decodes tile (col, row) of `level` seen at 1/scale as part of a block of its
+ * own (sp_slide_ops.block_of) that it can paint `fmt` from: the block's cache key (scale 0) and
+ * decoded size; false where it does not (region.c). */
+bool sp_slide_block_key(const sp_slide *s, int32_t level, unsigned scale, int64_t col, int64_t row,
+                        sp_pixel_format fmt, sp_tile_key *key, uint64_t *bytes);
+
+/* The level coordinates (*lx, *ly) of level-0 point (x, y) on level l, as region reads take
+ * them (floor of x / downsample); false for a far-off point, whose coordinates would not fit
+ * (*lx and *ly are then 0). */
+bool sp_level_origin(const sp_level *l, int64_t x, int64_t y, int64_t *lx, int64_t *ly);
+
+/* The Z-order (Morton) index of place (x, y): their bits interleaved, x's in the even places;
+ * batches read in this order so that neighbours come together (batch.c). */
+uint64_t sp_z_order(uint32_t x, uint32_t y);
+
+/* Read, block by block, the regions of reqs[0..n) that lie inside one level of a slide whose
+ * format decodes blocks of its own (batch_blocks.c): done[i] is set for each region read so,
+ * with statuses[i] its status; the others are left to the caller. `threads` as
+ * sp_read_regions's (at most that many). Returns how many were read. */
+size_t sp_read_regions_by_block(const sp_region_request *reqs, size_t n, size_t threads,
+                                sp_status *statuses, bool *done);
 
 /* Record a data error on the slide if none is recorded yet (thread-safe). */
 void sp_slide_record_error(sp_slide *slide, const sp_err *err);
