@@ -13,9 +13,8 @@
  * processor's cache, and painted at once into every region part it holds. A block the tile cache
  * holds already is painted from there. The blocks decoded here are not offered to the cache:
  * the batch has used them. A remote slide is told the blocks AHEAD of the furthest taken, so
- * that their files are on their way; from a server next door only while fewer threads read than
- * there are cores (with every core reading, receiving ahead on other threads costs more than
- * it saves).
+ * that their files are on their way; from a server next door only while no more threads read
+ * than there are cores (with more, receiving ahead on other threads costs more than it saves).
  *
  * Taken: regions of RGB8 or RGBA8 wholly inside a level of a slide without a recorded error or a
  * colour transform, whose every tile is part of a block the format can paint the format from,
@@ -53,7 +52,7 @@ typedef struct plan {
     atomic_bool *failed;     /* per region: a block it needs did not decode */
     atomic_size_t next;      /* the first block no thread has taken */
     atomic_size_t announced; /* blocks before this one have been announced */
-    bool busy;               /* as many threads read as there are cores */
+    bool busy;               /* more threads read than there are cores */
 } plan;
 
 static int by_block(const void *pa, const void *pb) {
@@ -251,7 +250,7 @@ size_t sp_read_regions_by_block(const sp_region_request *reqs, size_t n, size_t 
         atomic_init(&p.next, 0);
         atomic_init(&p.announced, 0);
         size_t t = threads < p.blocks ? threads : p.blocks;
-        p.busy = t >= (size_t)sp_pool_cores();
+        p.busy = t > (size_t)sp_pool_cores();
         sp_pool_run(t, (int)t, read_blocks, &p);
         for (size_t k = 0; k < count; k++) {
             done[p.parts[k].region] = true;
