@@ -6,7 +6,7 @@
  * entry by the first and found there by the others. That entry is memory the process has not
  * touched for long — fresh pages the kernel must fault in and zero, or an entry evicted from the
  * cold end of the cache — and writing a decoded block into it costs about as much again as the
- * decoding itself (docs/reading.md, "Batches"). Here the batch is turned around: every part of a
+ * decoding itself (docs/reading.md, "Batches of Zarr regions"). Here the batch is turned around: every part of a
  * region that lies in a block is listed under that block, the blocks are taken in Z-order of
  * their place (so that neighbours, and the requests a remote store sends ahead for them, come
  * together), and each is decoded once into a buffer its thread reuses, which stays in the
@@ -17,13 +17,12 @@
  * than there are cores (with more, receiving ahead on other threads costs more than it saves).
  *
  * Taken: regions of RGB8 or RGBA8 wholly inside a level of a slide without a recorded error or a
- * colour transform, whose every tile is part of a block the format can paint the format from,
+ * colour transform, whose every tile is part of a block the format can paint that pixel format from,
  * when the batch has at least two of them. Any other region is left to the caller, and a region
  * whose block failed to decode is read again region by region, which records the error and
  * gives its status; so the bytes and statuses are sp_slide_read_region's either way. */
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "base/thread_pool.h"
 #include "io/http_source.h"
