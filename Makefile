@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 # The unit tests that exercise threads, built and run under ThreadSanitizer by `make tsan`.
-TSAN_TESTS ?= test_tile_cache test_batch test_api test_ops test_spectrum_stats test_durable_renames test_zarr_shards test_io_pool test_pixel_hash test_loader test_augment_color test_tile_qc test_augment_geometry test_thread_pool
+TSAN_TESTS ?= test_tile_cache test_batch test_api test_ops test_spectrum_stats test_durable_renames test_zarr_shards test_io_pool test_least_wait test_pixel_hash test_loader test_augment_color test_tile_qc test_augment_geometry test_thread_pool
 VENV       ?= .venv
 JOBS       ?= $(shell nproc)
 PYTHON     ?= python3

@@ -12,6 +12,7 @@
 #include "io/http_source.h"
 
 #include "io/http_internal.h"
+#include "io/least_wait.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -324,6 +325,8 @@ static sp_status request_headers(http_ctx *h, const char *range, struct curl_sli
  * that follows the recent ones (7/8 the old value, 1/8 the new), in microseconds; 0 before the
  * first. */
 static _Atomic uint64_t recent_request_us;
+/* The least of those waits among the recent requests, for a busy machine (least_wait.h). */
+static sp_least_wait least_request_wait;
 static _Thread_local bool untimed; /* sp_http_untimed: this thread's requests are not timed */
 
 void sp_http_untimed(bool on) {
@@ -339,11 +342,16 @@ static void note_request_time(CURL *c) {
         uint64_t old = atomic_load_explicit(&recent_request_us, memory_order_relaxed);
         uint64_t now = old == 0 ? (uint64_t)us + 1 : (7 * old + (uint64_t)us) / 8;
         atomic_store_explicit(&recent_request_us, now, memory_order_relaxed);
+        sp_least_wait_note(&least_request_wait, (uint64_t)us);
     }
 }
 
 bool sp_http_prefetch_pays(void) {
     return atomic_load_explicit(&recent_request_us, memory_order_relaxed) >= PREFETCH_MIN_WAIT_US;
+}
+
+bool sp_http_prefetch_pays_busy(void) {
+    return sp_least_wait_us(&least_request_wait) >= PREFETCH_MIN_WAIT_US;
 }
 
 bool sp_http_guessing_pays(void) {

@@ -62,6 +62,13 @@ int sp_http_parallel(void);
  * cost. */
 bool sp_http_prefetch_pays(void);
 
+/* As sp_http_prefetch_pays where more threads read than there are cores: even the quickest of
+ * the process's recent requests (the last 32 to 64, least_wait.h) waited a millisecond or more.
+ * There a thread whose answer has come may wait for a core before it reads it, which the
+ * average counts too (8 threads on 2 cores reading from nginx on loopback: an average of
+ * 3.4 ms, the least about 0.1 ms). */
+bool sp_http_prefetch_pays_busy(void);
+
 /* Whether requests for files that may not exist (a guess at a store's layout) are worth sending
  * at once: as sp_http_prefetch_pays, and also before the process has timed any request, where
  * one round trip saved is worth a few requests answered 404 (a near server answers each in tens

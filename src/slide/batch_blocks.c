@@ -133,8 +133,9 @@ static void announce_until(plan *p, size_t last) {
         const part *first = &p->parts[p->starts[b]];
         sp_slide *s = first->slide;
         /* From a server next door, sending ahead pays only while a core is free to receive
-         * (docs/reading.md): with every core reading, each thread fetches its own. */
-        if (s->prefetch && s->ops->prefetch != NULL && (!p->busy || sp_http_prefetch_pays())) {
+         * (docs/reading.md): with every core reading, each thread fetches its own, unless even
+         * the quickest recent request waited for the network (waits for a core do not count). */
+        if (s->prefetch && s->ops->prefetch != NULL && (!p->busy || sp_http_prefetch_pays_busy())) {
             const sp_level *l = &s->levels[first->level];
             sp_tile_pos tiles[SP_PREFETCH_TILES];
             size_t n = 0;
