@@ -16,7 +16,8 @@
 #             with SLIDEPIPE_CUFILE=1 (cuFile reads into device memory) against ours pinned
 #           2 jpeg.tif regions into GPU memory (GP/s) vs our CPU path on all cores and vs cuCIM's
 #             batched read_region(device="cuda") on the same regions; ours also in batches of 64
-#             regions (sp_cuda_read_regions)
+#             regions (sp_cuda_read_regions), and with 4 and 8 nvJPEG decoders shared by the
+#             threads, the others decoding on the CPU beside them (SLIDEPIPE_NVJPEG_DECODERS)
 #           3 raw.tif -> Sobel -> Zarr, tile-wise on the GPU, vs CuPy whole-image (peak GPU
 #             memory of both) and vs our CPU engine
 #           4 spectra of a corpus (CORPUS names of raw.tif, default 4) vs PyTorch (unfold, fft2,
@@ -190,6 +191,11 @@ if has bench; then
         --list "$list" --threads "$threads" --device cuda $R
     stepo "2 ours (cuda, --batch 64): jpeg regions" 180 "$res/jpeg_ours_batch.json" $gr "$jpeg" \
         regions --list "$list" --threads "$threads" --device cuda --batch 64 $R
+    for n in 4 8; do
+        stepo "2 ours (cuda, SLIDEPIPE_NVJPEG_DECODERS=$n): jpeg regions" 180 \
+            "$res/jpeg_ours_decoders$n.json" env SLIDEPIPE_NVJPEG_DECODERS=$n $gr "$jpeg" regions \
+            --list "$list" --threads "$threads" --device cuda $R
+    done
     stepo "2 ours (cuda, SLIDEPIPE_NVJPEG=0): jpeg regions" 180 "$res/jpeg_ours_cpudecode.json" \
         env SLIDEPIPE_NVJPEG=0 $gr "$jpeg" regions --list "$list" --threads "$threads" --device cuda $R
     stepo "2 ours (cpu): jpeg regions" 180 "$res/jpeg_cpu.json" $gr "$jpeg" regions \

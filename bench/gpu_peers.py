@@ -449,6 +449,14 @@ def cmd_report(args, be: Backend) -> dict:
         checks["jpeg path, batches of 64"] = (
             f"{batched['nvjpeg_regions']} regions ({batched['nvjpeg_tiles']} tiles) through "
             f"nvJPEG, {batched['cpu_regions']} on the CPU path")
+    for decoders in (4, 8):
+        shared = _load(d, f"jpeg_ours_decoders{decoders}")
+        row(f"2 jpeg.tif regions -> GPU, {decoders} shared decoders", shared, jpeg_ours,
+            "ours, a decoder per thread", unit="gps")
+        if shared and "nvjpeg_tiles" in shared:
+            checks[f"jpeg path, {decoders} shared decoders"] = (
+                f"{shared['nvjpeg_regions']} regions through nvJPEG, {shared['cpu_regions']} on "
+                f"the CPU path beside them")
     if jpeg_ours and "nvjpeg_tiles" in jpeg_ours:
         checks["jpeg path"] = (f"{jpeg_ours['nvjpeg_regions']} regions ({jpeg_ours['nvjpeg_tiles']}"
                                f" tiles) through nvJPEG, {jpeg_ours['cpu_regions']} on the CPU "

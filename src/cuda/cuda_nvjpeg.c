@@ -188,8 +188,7 @@ struct sp_nvjpeg {
     char failed[200]; /* why this context cannot use nvJPEG ("" while it can) */
 };
 
-void sp_cuda_nvjpeg_destroy(sp_cuda_context *ctx) {
-    sp_nvjpeg *nv = ctx->nvjpeg;
+static void free_decoder(sp_nvjpeg *nv) {
     if (nv == NULL) {
         return;
     }
@@ -206,37 +205,144 @@ void sp_cuda_nvjpeg_destroy(sp_cuda_context *ctx) {
         API.destroy(nv->handle);
     }
     free(nv);
+}
+
+void sp_cuda_nvjpeg_destroy(sp_cuda_context *ctx) {
+    free_decoder(ctx->nvjpeg);
     ctx->nvjpeg = NULL;
 }
 
+/* A new decoder: the hardware back end when allowed and it can be made, else the default one;
+ * NULL when out of memory. One that nvJPEG refused says why in `failed`. */
+static sp_nvjpeg *make_decoder(int allow_hardware) {
+    sp_nvjpeg *nv = calloc(1, sizeof *nv);
+    if (nv == NULL) {
+        return NULL;
+    }
+    int s =
+        allow_hardware ? API.create_ex(NVJPEG_BACKEND_HARDWARE, NULL, NULL, 0, &nv->handle) : -1;
+    nv->hardware = s == NVJPEG_OK;
+    if (s != NVJPEG_OK) {
+        nv->handle = NULL;
+        s = API.create_ex(NVJPEG_BACKEND_DEFAULT, NULL, NULL, 0, &nv->handle);
+    }
+    if (s != NVJPEG_OK) {
+        nv->handle = NULL;
+        snprintf(nv->failed, sizeof nv->failed, "nvjpegCreateEx failed (status %d)", s);
+    } else if ((s = API.stream_create(nv->handle, &nv->parsed)) != NVJPEG_OK) {
+        nv->parsed = NULL;
+        snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStreamCreate failed (status %d)", s);
+    }
+    return nv;
+}
+
 /* The context's decoder, made on first use; NULL (with the reason noted) when it cannot be. */
-static sp_nvjpeg *decoder(sp_cuda_context *ctx, int allow_hardware) {
-    if (ctx->nvjpeg == NULL) {
-        sp_nvjpeg *nv = calloc(1, sizeof *nv);
-        if (nv == NULL) {
-            return NULL;
-        }
-        ctx->nvjpeg = nv;
-        int s = allow_hardware ? API.create_ex(NVJPEG_BACKEND_HARDWARE, NULL, NULL, 0, &nv->handle)
-                               : -1;
-        nv->hardware = s == NVJPEG_OK;
-        if (s != NVJPEG_OK) {
-            nv->handle = NULL;
-            s = API.create_ex(NVJPEG_BACKEND_DEFAULT, NULL, NULL, 0, &nv->handle);
-        }
-        if (s != NVJPEG_OK) {
-            nv->handle = NULL;
-            snprintf(nv->failed, sizeof nv->failed, "nvjpegCreateEx failed (status %d)", s);
-        } else if ((s = API.stream_create(nv->handle, &nv->parsed)) != NVJPEG_OK) {
-            nv->parsed = NULL;
-            snprintf(nv->failed, sizeof nv->failed, "nvjpegJpegStreamCreate failed (status %d)", s);
-        }
+static sp_nvjpeg *context_decoder(sp_cuda_context *ctx, int allow_hardware) {
+    if (ctx->nvjpeg == NULL && (ctx->nvjpeg = make_decoder(allow_hardware)) == NULL) {
+        return NULL;
     }
     if (ctx->nvjpeg->failed[0] != '\0') {
         sp_cuda_note_fallback("%s", ctx->nvjpeg->failed);
         return NULL;
     }
     return ctx->nvjpeg;
+}
+
+/* ---- decoders shared by the process (SLIDEPIPE_NVJPEG_DECODERS) ---------------------------- */
+
+/* With SLIDEPIPE_NVJPEG_DECODERS=N (1-64), at most N decoders per GPU exist in the process,
+ * made on first use and lent to one read at a time; a read that finds all N of its GPU's lent
+ * is decoded on the CPU path instead, beside them. Unset, every context has its own decoder.
+ * Why (docs/gpu.md): on an H200 the hardware decoder gave 1.56 GP/s from 8 threads, 1.00 from
+ * 16 and 0.65 from 32, and each context paid about 0.25 s to make its own. */
+#define SHARED_MAX 64
+
+typedef struct shared_decoder {
+    sp_nvjpeg *nv; /* NULL until made */
+    int device;
+    bool used; /* the slot belongs to `device` */
+    bool lent; /* a read has it now */
+} shared_decoder;
+
+static pthread_mutex_t SHARED_LOCK = PTHREAD_MUTEX_INITIALIZER;
+static shared_decoder SHARED[SHARED_MAX];
+static int SHARED_NO_HARDWARE; /* a shared hardware decoder failed: the default back end since */
+
+/* SLIDEPIPE_NVJPEG_DECODERS, or 0 (each context its own decoder) when unset or out of range. */
+static int shared_decoders(void) {
+    const char *v = getenv("SLIDEPIPE_NVJPEG_DECODERS");
+    char *end = NULL;
+    long n = v != NULL ? strtol(v, &end, 10) : 0;
+    return v != NULL && end != v && *end == '\0' && n >= 1 && n <= SHARED_MAX ? (int)n : 0;
+}
+
+/* A decoder for one read on ctx's GPU: the context's own, or with SLIDEPIPE_NVJPEG_DECODERS a
+ * shared one (*lent set: give it back with give_back). NULL (reason noted) when none can be had. */
+static sp_nvjpeg *borrow(sp_cuda_context *ctx, int mode, shared_decoder **lent) {
+    *lent = NULL;
+    int most = shared_decoders();
+    if (most == 0) {
+        return context_decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
+    }
+    pthread_mutex_lock(&SHARED_LOCK);
+    shared_decoder *pick = NULL, *spare = NULL;
+    int mine = 0;
+    for (int i = 0; i < SHARED_MAX; i++) {
+        shared_decoder *d = &SHARED[i];
+        if (d->used && d->device == ctx->device) {
+            mine++;
+            pick = pick == NULL && !d->lent ? d : pick;
+        } else if (!d->used && spare == NULL) {
+            spare = d;
+        }
+    }
+    if (pick == NULL && mine < most && spare != NULL) {
+        *spare = (shared_decoder){.device = ctx->device, .used = true};
+        pick = spare;
+    }
+    if (pick != NULL) {
+        pick->lent = true;
+    }
+    int allow_hardware = mode == 2 && !SHARED_NO_HARDWARE;
+    pthread_mutex_unlock(&SHARED_LOCK);
+    if (pick == NULL) {
+        sp_cuda_note_fallback("all %d nvJPEG decoders of GPU %d are busy "
+                              "(SLIDEPIPE_NVJPEG_DECODERS): decoded on the CPU",
+                              most, ctx->device);
+        return NULL;
+    }
+    *lent = pick;
+    if (pick->nv == NULL) {
+        pick->nv = make_decoder(allow_hardware); /* the slot is this read's alone */
+    }
+    if (pick->nv == NULL || pick->nv->failed[0] != '\0') {
+        sp_cuda_note_fallback("%s", pick->nv != NULL ? pick->nv->failed : "out of memory");
+        return NULL; /* the caller gives the slot back */
+    }
+    return pick->nv;
+}
+
+/* End a read's use of its decoder (from borrow). `hardware_failed`: the hardware decoder failed
+ * where it said it could decode, so the default back end from the next read on. The read has
+ * left the context's stream idle, so the decoder's scratch is free for another context. */
+static void give_back(sp_cuda_context *ctx, shared_decoder *lent, bool hardware_failed) {
+    if (lent == NULL) {
+        if (hardware_failed) {
+            sp_cuda_nvjpeg_destroy(ctx);
+            ctx->nvjpeg_no_hardware = 1;
+        }
+        return;
+    }
+    sp_nvjpeg *gone = NULL;
+    pthread_mutex_lock(&SHARED_LOCK);
+    if (hardware_failed) {
+        gone = lent->nv;
+        lent->nv = NULL;
+        SHARED_NO_HARDWARE = 1;
+    }
+    lent->lent = false;
+    pthread_mutex_unlock(&SHARED_LOCK);
+    free_decoder(gone);
 }
 
 /* A decoder state initialised for batches of n images: one already so, else the least recently
@@ -268,6 +374,25 @@ static batch_state *state_for(sp_nvjpeg *nv, int n) {
     pick->batch_size = n;
     pick->used = ++nv->clock;
     return pick;
+}
+
+/* Grow nv's device scratch to at least `bytes`; false (reason noted) when CUDA cannot. */
+static bool ensure_scratch(sp_nvjpeg *nv, size_t bytes) {
+    if (nv->scratch_bytes >= bytes) {
+        return true;
+    }
+    cudaFree(nv->scratch);
+    nv->scratch = NULL;
+    nv->scratch_bytes = 0;
+    cudaError_t e = cudaMalloc((void **)&nv->scratch, bytes);
+    if (e != cudaSuccess) {
+        nv->scratch = NULL;
+        (void)cudaGetLastError();
+        sp_cuda_note_fallback("cannot allocate the nvJPEG scratch: %s", cudaGetErrorString(e));
+        return false;
+    }
+    nv->scratch_bytes = bytes;
+    return true;
 }
 
 /* ---- the read ------------------------------------------------------------------------------ */
@@ -365,17 +490,16 @@ static void put_in_slot(const sp_nvjpeg *nv, const sp_raw_level *raw, tile_job *
 /* Decode the tiles of one batch into the scratch and paint their parts into the region.
  * SP_E_UNSUPPORTED: a tile this path does not take; SP_E_IO: nvJPEG or CUDA failed. */
 static sp_status run_batch(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide, int32_t level,
-                           const sp_raw_level *raw,
-                           tile_job *tiles, int n, size_t slot_bytes, uint8_t *dst, int64_t stride,
-                           int bpp, int64_t lx, int64_t ly) {
+                           const sp_raw_level *raw, tile_job *tiles, int n, size_t slot_bytes,
+                           uint8_t *dst, int64_t stride, int bpp, int64_t lx, int64_t ly) {
     const unsigned char *data[BATCH_MAX];
     size_t lengths[BATCH_MAX];
     nvjpeg_image_t images[BATCH_MAX];
     for (int i = 0; i < n; i++) {
         sp_err err = {0};
         tile_job *t = &tiles[i];
-        sp_status st = sp_slide_read_raw_tile(slide, level, t->col, t->row, &t->stream, &t->len,
-                                              &err);
+        sp_status st =
+            sp_slide_read_raw_tile(slide, level, t->col, t->row, &t->stream, &t->len, &err);
         if (st != SP_OK) {
             return sp_cuda_note_fallback("%s", err.msg);
         }
@@ -434,6 +558,65 @@ static int nvjpeg_mode(void) {
     return strcmp(v, "default") == 0 ? 1 : 2;
 }
 
+/* The rest of sp_cuda_nvjpeg_read once it has decoder nv: the region's tiles in batches. */
+static sp_status read_tiles(sp_cuda_context *ctx, sp_nvjpeg *nv, sp_slide *slide,
+                            sp_pixel_format format, uint8_t *dst, int64_t stride, int32_t level,
+                            const sp_raw_level *raw, const sp_cuda_span *span, int64_t w, int64_t h,
+                            bool *hardware_failed) {
+    int bpp = sp_pixel_format_bytes(format);
+    int64_t lx = span->lx, ly = span->ly, x0 = span->x0, y0 = span->y0, x1 = span->x1,
+            y1 = span->y1;
+    int64_t tw = raw->tile_width, th = raw->tile_height;
+    int64_t col0 = x0 / tw, col1 = (x1 - 1) / tw, row0 = y0 / th, row1 = (y1 - 1) / th;
+    int64_t count = (col1 - col0 + 1) * (row1 - row0 + 1);
+    size_t slot_bytes = (size_t)(3 * tw * th);
+    int64_t slots = (int64_t)(SCRATCH_MAX / slot_bytes);
+    slots = slots < BATCH_MAX ? slots : BATCH_MAX;
+    slots = slots < count ? slots : count;
+    if (!ensure_scratch(nv, (size_t)slots * slot_bytes)) {
+        return SP_E_UNSUPPORTED;
+    }
+    tile_job *tiles = calloc((size_t)slots, sizeof *tiles);
+    if (tiles == NULL) {
+        return sp_cuda_note_fallback("out of memory");
+    }
+    sp_status st = sp_cuda_fill_outside(ctx, slide, format, dst, stride, w, h, span);
+    int64_t done = 0;
+    for (int64_t k = 0; st == SP_OK && k < count;) {
+        int n = 0;
+        for (; n < slots && k < count; n++, k++) {
+            tile_job *t = &tiles[n];
+            memset(t, 0, sizeof *t);
+            t->row = row0 + k / (col1 - col0 + 1);
+            t->col = col0 + k % (col1 - col0 + 1);
+            int64_t tx = t->col * tw, ty = t->row * th;
+            t->cx0 = tx > x0 ? tx : x0;
+            t->cy0 = ty > y0 ? ty : y0;
+            t->cx1 = tx + tw < x1 ? tx + tw : x1;
+            t->cy1 = ty + th < y1 ? ty + th : y1;
+        }
+        st = run_batch(ctx, nv, slide, level, raw, tiles, n, slot_bytes, dst, stride, bpp, lx, ly);
+        for (int i = 0; i < n; i++) {
+            free(tiles[i].stream);
+            tiles[i].stream = NULL;
+        }
+        done += n;
+    }
+    free(tiles);
+    if (st != SP_OK) {
+        /* leave the stream idle and the runtime's last error clear for the CPU path */
+        cudaStreamSynchronize(ctx->stream);
+        (void)cudaGetLastError();
+        /* the hardware decoder failed where it said it could decode: the default back end
+         * from the next region on */
+        *hardware_failed = st == SP_E_IO && nv->hardware;
+        return SP_E_UNSUPPORTED;
+    }
+    atomic_fetch_add(&NVJPEG_REGIONS, 1);
+    atomic_fetch_add(&NVJPEG_TILES, (uint64_t)done);
+    return SP_OK;
+}
+
 sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format format,
                               uint8_t *dst, int64_t stride, int32_t level, int64_t x, int64_t y,
                               int64_t w, int64_t h) {
@@ -459,7 +642,6 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     if (!API_OK) {
         return sp_cuda_note_fallback("%s", API_WHY);
     }
-    int bpp = sp_pixel_format_bytes(format);
     const sp_level *l = &slide->levels[level];
     if (raw.tile_width > 65536 || raw.tile_height > 65536 ||
         (uint64_t)(3 * raw.tile_width * raw.tile_height) > SCRATCH_MAX) {
@@ -469,74 +651,14 @@ sp_status sp_cuda_nvjpeg_read(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_fo
     if (!sp_cuda_level_span(l->width, l->height, l->downsample, x, y, w, h, &span)) {
         return SP_E_UNSUPPORTED; /* it noted why */
     }
-    int64_t lx = span.lx, ly = span.ly, x0 = span.x0, y0 = span.y0, x1 = span.x1, y1 = span.y1;
-    sp_nvjpeg *nv = decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
-    if (nv == NULL) {
-        return SP_E_UNSUPPORTED;
-    }
-    int64_t tw = raw.tile_width, th = raw.tile_height;
-    int64_t col0 = x0 / tw, col1 = (x1 - 1) / tw, row0 = y0 / th, row1 = (y1 - 1) / th;
-    int64_t count = (col1 - col0 + 1) * (row1 - row0 + 1);
-    size_t slot_bytes = (size_t)(3 * tw * th);
-    int64_t slots = (int64_t)(SCRATCH_MAX / slot_bytes);
-    slots = slots < BATCH_MAX ? slots : BATCH_MAX;
-    slots = slots < count ? slots : count;
-    if (nv->scratch_bytes < (size_t)slots * slot_bytes) {
-        cudaFree(nv->scratch);
-        nv->scratch = NULL;
-        nv->scratch_bytes = 0;
-        cudaError_t e = cudaMalloc((void **)&nv->scratch, (size_t)slots * slot_bytes);
-        if (e != cudaSuccess) {
-            nv->scratch = NULL;
-            (void)cudaGetLastError();
-            return sp_cuda_note_fallback("cannot allocate the nvJPEG scratch: %s",
-                                         cudaGetErrorString(e));
-        }
-        nv->scratch_bytes = (size_t)slots * slot_bytes;
-    }
-    tile_job *tiles = calloc((size_t)slots, sizeof *tiles);
-    if (tiles == NULL) {
-        return sp_cuda_note_fallback("out of memory");
-    }
-    sp_status st = sp_cuda_fill_outside(ctx, slide, format, dst, stride, w, h, &span);
-    int64_t done = 0;
-    for (int64_t k = 0; st == SP_OK && k < count;) {
-        int n = 0;
-        for (; n < slots && k < count; n++, k++) {
-            tile_job *t = &tiles[n];
-            memset(t, 0, sizeof *t);
-            t->row = row0 + k / (col1 - col0 + 1);
-            t->col = col0 + k % (col1 - col0 + 1);
-            int64_t tx = t->col * tw, ty = t->row * th;
-            t->cx0 = tx > x0 ? tx : x0;
-            t->cy0 = ty > y0 ? ty : y0;
-            t->cx1 = tx + tw < x1 ? tx + tw : x1;
-            t->cy1 = ty + th < y1 ? ty + th : y1;
-        }
-        st = run_batch(ctx, nv, slide, level, &raw, tiles, n, slot_bytes, dst, stride, bpp, lx,
-                       ly);
-        for (int i = 0; i < n; i++) {
-            free(tiles[i].stream);
-            tiles[i].stream = NULL;
-        }
-        done += n;
-    }
-    free(tiles);
-    if (st != SP_OK) {
-        /* leave the stream idle and the runtime's last error clear for the CPU path */
-        cudaStreamSynchronize(ctx->stream);
-        (void)cudaGetLastError();
-        if (st == SP_E_IO && nv->hardware) {
-            /* the hardware decoder failed where it said it could decode: the default back end
-             * from the next region on */
-            sp_cuda_nvjpeg_destroy(ctx);
-            ctx->nvjpeg_no_hardware = 1;
-        }
-        return SP_E_UNSUPPORTED;
-    }
-    atomic_fetch_add(&NVJPEG_REGIONS, 1);
-    atomic_fetch_add(&NVJPEG_TILES, (uint64_t)done);
-    return SP_OK;
+    shared_decoder *lent = NULL;
+    sp_nvjpeg *nv = borrow(ctx, mode, &lent);
+    bool hardware_failed = false;
+    sp_status st = nv != NULL ? read_tiles(ctx, nv, slide, format, dst, stride, level, &raw, &span,
+                                           w, h, &hardware_failed)
+                              : SP_E_UNSUPPORTED;
+    give_back(ctx, lent, hardware_failed);
+    return st;
 }
 
 /* ---- many regions at once ----------------------------------------------------------------- */
@@ -669,8 +791,10 @@ size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_
     if (n == 0 || !sp_cuda_nvjpeg_takes(slide, level, &raw)) {
         return 0; /* each region's own read says why */
     }
-    sp_nvjpeg *nv = decoder(ctx, mode == 2 && !ctx->nvjpeg_no_hardware);
+    shared_decoder *lent = NULL;
+    sp_nvjpeg *nv = borrow(ctx, mode, &lent);
     if (nv == NULL) {
+        give_back(ctx, lent, false);
         return 0;
     }
     const sp_level *l = &slide->levels[level];
@@ -683,8 +807,8 @@ size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_
     bool ok = spans != NULL && failed != NULL;
     for (size_t r = 0; ok && r < n; r++) {
         sp_cuda_region *g = &regions[r];
-        if (!sp_cuda_level_span(l->width, l->height, l->downsample, g->x, g->y, g->width,
-                                g->height, &spans[r]) ||
+        if (!sp_cuda_level_span(l->width, l->height, l->downsample, g->x, g->y, g->width, g->height,
+                                &spans[r]) ||
             sp_cuda_fill_outside(ctx, slide, format, g->dst_device, g->stride, g->width, g->height,
                                  &spans[r]) != SP_OK) {
             failed[r] = true;
@@ -737,18 +861,7 @@ size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_
     int64_t slots = (int64_t)(SCRATCH_MAX / slot_bytes);
     slots = slots < BATCH_MAX ? slots : BATCH_MAX;
     slots = slots < (int64_t)n_tiles ? slots : (int64_t)n_tiles;
-    if (ok && slots > 0 && nv->scratch_bytes < (size_t)slots * slot_bytes) {
-        cudaFree(nv->scratch);
-        nv->scratch = NULL;
-        nv->scratch_bytes = 0;
-        if (cudaMalloc((void **)&nv->scratch, (size_t)slots * slot_bytes) != cudaSuccess) {
-            (void)cudaGetLastError();
-            sp_cuda_note_fallback("cannot allocate the nvJPEG scratch");
-            ok = false;
-        } else {
-            nv->scratch_bytes = (size_t)slots * slot_bytes;
-        }
-    }
+    ok = ok && (slots == 0 || ensure_scratch(nv, (size_t)slots * slot_bytes));
     int64_t decoded = 0;
     size_t use_at = 0;
     bool broke = false; /* nvJPEG or CUDA failed on a batch */
@@ -774,11 +887,8 @@ size_t sp_cuda_nvjpeg_read_many(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_
     free(uses);
     free(failed);
     free(spans);
-    if (broke && nv->hardware) {
-        /* as for one region: the hardware decoder failed where it said it could decode, so the
-         * default back end from the next call on */
-        sp_cuda_nvjpeg_destroy(ctx);
-        ctx->nvjpeg_no_hardware = 1;
-    }
+    /* as for one region: the hardware decoder failed where it said it could decode, so the
+     * default back end from the next call on */
+    give_back(ctx, lent, broke && nv->hardware);
     return count;
 }

@@ -8,6 +8,7 @@
  * kernels give the CPU op's output bit for bit on random blocks with halos. Without a GPU the
  * device checks are reported skipped. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -506,6 +507,106 @@ static void test_batched_reads(const char *data) {
     sp_slide_close(slide);
 }
 
+/* SLIDEPIPE_NVJPEG_DECODERS=1: four threads, each with its own context, read regions of the JPEG
+ * slide at once through one shared decoder. Each region went through nvJPEG or, finding the
+ * decoder lent, through the CPU path (counted either way, at least one through nvJPEG), and each
+ * is within nvJPEG's bounds of the CPU's read (exact when the CPU path took it). */
+enum { SHARED_THREADS = 4, SHARED_READS = 12, SHARED_W = 300, SHARED_H = 200 };
+
+typedef struct shared_job {
+    sp_slide *slide;
+    uint8_t *out; /* SHARED_READS regions of SHARED_W x SHARED_H RGB8, one after another */
+    sp_status st[SHARED_READS];
+} shared_job;
+
+static void shared_region_at(int k, int64_t *x, int64_t *y) {
+    *x = 97 * (int64_t)k % 1800 + 5;
+    *y = 211 * (int64_t)k % 2600 + 3;
+}
+
+static void *read_through_shared(void *arg) {
+    shared_job *j = arg;
+    size_t bytes = (size_t)SHARED_W * SHARED_H * 3;
+    sp_cuda_context *ctx = NULL;
+    void *dev = NULL;
+    char err[300];
+    bool ready = sp_cuda_context_create(-1, &ctx, err, sizeof err) == SP_OK &&
+                 sp_cuda_alloc(ctx, bytes, &dev) == SP_OK;
+    for (int k = 0; k < SHARED_READS; k++) {
+        int64_t x, y;
+        shared_region_at(k, &x, &y);
+        j->st[k] = !ready ? SP_E_IO
+                          : sp_cuda_read_region(ctx, j->slide, SP_PIXEL_RGB8, dev, SHARED_W * 3, 0,
+                                                x, y, SHARED_W, SHARED_H);
+        if (j->st[k] == SP_OK) {
+            j->st[k] = sp_cuda_copy_to_host(ctx, j->out + (size_t)k * bytes, dev, bytes);
+        }
+    }
+    sp_cuda_free(ctx, dev);
+    sp_cuda_context_destroy(ctx);
+    return NULL;
+}
+
+static void test_shared_decoders(const char *data) {
+    char path[1024], err[300];
+    snprintf(path, sizeof path, "%s/aperio/CMU-1-Small-Region.svs", data);
+    sp_slide *slide = NULL;
+    CHECK_EQ_INT(sp_slide_open(path, &slide, err, sizeof err), SP_OK);
+    size_t bytes = (size_t)SHARED_W * SHARED_H * 3;
+    shared_job jobs[SHARED_THREADS];
+    pthread_t threads[SHARED_THREADS];
+    sp_cuda_decode_stats before = {.struct_size = sizeof before},
+                         after = {.struct_size = sizeof after};
+    CHECK_EQ_INT(sp_cuda_get_decode_stats(&before), SP_OK);
+    setenv("SLIDEPIPE_NVJPEG_DECODERS", "1", 1);
+    int started = 0;
+    for (int t = 0; slide != NULL && t < SHARED_THREADS; t++, started++) {
+        jobs[t] = (shared_job){.slide = slide, .out = malloc(SHARED_READS * bytes)};
+        CHECK(jobs[t].out != NULL &&
+              pthread_create(&threads[t], NULL, read_through_shared, &jobs[t]) == 0);
+    }
+    for (int t = 0; t < started; t++) {
+        pthread_join(threads[t], NULL);
+    }
+    unsetenv("SLIDEPIPE_NVJPEG_DECODERS");
+    CHECK_EQ_INT(sp_cuda_get_decode_stats(&after), SP_OK);
+    uint64_t by_nvjpeg = after.nvjpeg_regions - before.nvjpeg_regions,
+             by_cpu = after.cpu_regions - before.cpu_regions;
+    printf("one shared nvJPEG decoder, %d threads: %llu regions through it, %llu on the CPU path "
+           "(last reason: %s)\n",
+           SHARED_THREADS, (unsigned long long)by_nvjpeg, (unsigned long long)by_cpu,
+           after.last_fallback);
+    CHECK_EQ_INT(by_nvjpeg + by_cpu, (uint64_t)started * SHARED_READS);
+    CHECK(by_nvjpeg >= 1);
+    uint8_t *cpu = malloc(bytes);
+    int max_abs = 0;
+    double worst = 0;
+    for (int t = 0; cpu != NULL && t < started; t++) {
+        for (int k = 0; k < SHARED_READS; k++) {
+            int64_t x, y;
+            shared_region_at(k, &x, &y);
+            CHECK_EQ_INT(jobs[t].st[k], SP_OK);
+            CHECK_EQ_INT(sp_slide_read_region(slide, SP_PIXEL_RGB8, cpu, SHARED_W * 3, 0, x, y,
+                                              SHARED_W, SHARED_H),
+                         SP_OK);
+            const uint8_t *gpu = jobs[t].out + (size_t)k * bytes;
+            double sum = 0;
+            for (size_t i = 0; i < bytes; i++) {
+                int d = abs((int)cpu[i] - (int)gpu[i]);
+                max_abs = d > max_abs ? d : max_abs;
+                sum += d;
+            }
+            worst = sum / (double)bytes > worst ? sum / (double)bytes : worst;
+        }
+        free(jobs[t].out);
+    }
+    printf("shared decoder: max |diff| %d, worst mean |diff| %.4f against the CPU\n", max_abs,
+           worst);
+    CHECK(max_abs <= NVJPEG_MAX_ABS && worst <= NVJPEG_MAX_MEAN);
+    free(cpu);
+    sp_slide_close(slide);
+}
+
 void unit_run(void) {
     test_level0_coord();
     test_raw_tiff_helper();
@@ -551,4 +652,5 @@ void unit_run(void) {
            worst_abs, worst_mean, NVJPEG_MAX_ABS, NVJPEG_MAX_MEAN);
     CHECK(after.nvjpeg_regions > before.nvjpeg_regions);
     test_batched_reads(data);
+    test_shared_decoders(data);
 }
