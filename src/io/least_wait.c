@@ -21,10 +21,6 @@ void sp_least_wait_note(sp_least_wait *w, uint64_t us) {
     }
 }
 
-bool sp_least_wait_known(sp_least_wait *w) {
-    return atomic_load_explicit(&w->noted, memory_order_relaxed) > 0;
-}
-
 uint64_t sp_least_wait_us(sp_least_wait *w) {
     uint64_t a = atomic_load_explicit(&w->least[0], memory_order_relaxed);
     uint64_t b = atomic_load_explicit(&w->least[1], memory_order_relaxed);

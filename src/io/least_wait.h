@@ -13,7 +13,6 @@
 #define SP_IO_LEAST_WAIT_H
 
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 
 #define SP_LEAST_WAIT_WINDOW 32 /* the least is over the last 32 to 64 waits noted */
@@ -26,9 +25,6 @@ typedef struct sp_least_wait {
 
 /* Note one wait of `us` microseconds. */
 void sp_least_wait_note(sp_least_wait *w, uint64_t us);
-
-/* Whether any wait has been noted. */
-bool sp_least_wait_known(sp_least_wait *w);
 
 /* The least of the recent waits in microseconds; 0 when none has been noted. */
 uint64_t sp_least_wait_us(sp_least_wait *w);
