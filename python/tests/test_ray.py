@@ -1,6 +1,5 @@
 """slidepipe.ray against the single-process PatchSampler on a real local Ray cluster: a head and
-two worker nodes (each its own raylet and worker process) on this machine's address (a head on
-127.0.0.1 never answers its clients under Ray's Cluster). The rows must be the
+two worker nodes (each its own raylet and worker process) on loopback. The rows must be the
 sampler's samples with the sampler's bytes, in its order with order="epoch", each exactly once
 with order="slide"; a worker killed (SIGKILL) while it reads a block is retried and nothing is
 lost or duplicated; cohort conversion as Ray tasks gives the dataset hash a local run gives.
@@ -15,6 +14,10 @@ import pytest
 
 import slidepipe
 
+# Ray gives every node this machine's network address, and a head told 127.0.0.1 alone is not
+# reached by its own clients; with its switch for platforms without clusters (Windows, macOS)
+# off, Ray keeps every node and client on 127.0.0.1. Set before Ray is imported: it reads it then.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]', "
                           "tests/requirements.txt pins it)")
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
@@ -43,8 +46,6 @@ def sampler_kwargs(**over):
 def cluster():
     from ray.cluster_utils import Cluster
 
-    # Every node on this machine's own address (Ray's choice; its GCS client does not reach a
-    # head bound to 127.0.0.1 under Cluster), nothing beyond it.
     # The nodes' worker processes import the slidepipe this test imports (conftest.py's).
     package = os.path.dirname(os.path.dirname(slidepipe.__file__))
     old = os.environ.get("PYTHONPATH")
@@ -54,6 +55,8 @@ def cluster():
         workers = [c.add_node(num_cpus=1) for _ in range(2)]
         c.wait_for_nodes()
         ray.init(address=c.address, log_to_driver=False)
+        where = {n["NodeManagerAddress"] for n in ray.nodes()} | {c.address.rsplit(":", 1)[0]}
+        assert where == {"127.0.0.1"}, f"the cluster is not on loopback: {where}"
         yield c, workers
     finally:
         ray.shutdown()
