@@ -80,6 +80,26 @@ static double bound_mean = NVJPEG_MAX_MEAN;
 static int worst_abs;
 static double worst_mean;
 
+/* How far gpu's colour values are from cpu's (w x h pixels of bpp bytes, rows `stride` apart):
+ * the largest and the mean absolute difference, and how many alpha values differ (RGBA8). */
+static void diff_pixels(const uint8_t *cpu, const uint8_t *gpu, int64_t stride, int64_t w,
+                        int64_t h, int bpp, int *max_abs, double *mean, int *alpha_bad) {
+    double sum = 0;
+    *max_abs = *alpha_bad = 0;
+    for (int64_t r = 0; r < h; r++) {
+        for (int64_t i = 0; i < w * bpp; i++) {
+            int d = abs((int)cpu[r * stride + i] - (int)gpu[r * stride + i]);
+            if (bpp == 4 && i % 4 == 3) {
+                *alpha_bad += d != 0; /* JPEG is opaque: alpha is exact */
+                continue;
+            }
+            *max_abs = d > *max_abs ? d : *max_abs;
+            sum += d;
+        }
+    }
+    *mean = sum / (double)(w * h * 3);
+}
+
 /* Read one region on the CPU and through the GPU (bands of `band_rows` rows) and compare. */
 static void compare_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_format fmt,
                            int32_t level, int64_t x, int64_t y, int64_t w, int64_t h,
@@ -102,20 +122,9 @@ static void compare_region(sp_cuda_context *ctx, sp_slide *slide, sp_pixel_forma
         }
         CHECK_EQ_INT(differing, 0);
     } else {
-        int max_abs = 0, alpha_bad = 0;
-        double sum = 0;
-        for (int64_t r = 0; r < h; r++) {
-            for (int64_t i = 0; i < w * bpp; i++) {
-                int d = abs((int)cpu[r * stride + i] - (int)gpu[r * stride + i]);
-                if (bpp == 4 && i % 4 == 3) {
-                    alpha_bad += d != 0; /* JPEG is opaque: alpha is exact */
-                    continue;
-                }
-                max_abs = d > max_abs ? d : max_abs;
-                sum += d;
-            }
-        }
-        double mean = sum / (double)(w * h * 3);
+        int max_abs, alpha_bad;
+        double mean;
+        diff_pixels(cpu, gpu, stride, w, h, bpp, &max_abs, &mean, &alpha_bad);
         worst_abs = max_abs > worst_abs ? max_abs : worst_abs;
         worst_mean = mean > worst_mean ? mean : worst_mean;
         CHECK_EQ_INT(alpha_bad, 0);
@@ -589,14 +598,12 @@ static void test_shared_decoders(const char *data) {
             CHECK_EQ_INT(sp_slide_read_region(slide, SP_PIXEL_RGB8, cpu, SHARED_W * 3, 0, x, y,
                                               SHARED_W, SHARED_H),
                          SP_OK);
-            const uint8_t *gpu = jobs[t].out + (size_t)k * bytes;
-            double sum = 0;
-            for (size_t i = 0; i < bytes; i++) {
-                int d = abs((int)cpu[i] - (int)gpu[i]);
-                max_abs = d > max_abs ? d : max_abs;
-                sum += d;
-            }
-            worst = sum / (double)bytes > worst ? sum / (double)bytes : worst;
+            int region_abs, no_alpha;
+            double mean;
+            diff_pixels(cpu, jobs[t].out + (size_t)k * bytes, SHARED_W * 3, SHARED_W, SHARED_H, 3,
+                        &region_abs, &mean, &no_alpha);
+            max_abs = region_abs > max_abs ? region_abs : max_abs;
+            worst = mean > worst ? mean : worst;
         }
         free(jobs[t].out);
     }
